@@ -1,0 +1,64 @@
+"""The command line shared by every step: the same flags, defaults and checks in each."""
+
+import argparse
+import sys
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr (no usage block), exit code 2."""
+
+    def error(self, message):
+        sys.exit(f"error: {message} (see --help)")
+
+
+def positive_int(text):
+    """Return text as an int > 0, or raise the error argparse reports on one line."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {value}")
+    return value
+
+
+def positive_float(text):
+    """Return text as a float > 0, or raise the error argparse reports on one line."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value}")
+    return value
+
+
+def parse_args(argv=None, description=None):
+    """Return the parsed arguments (an argparse.Namespace) of the course's command line.
+
+    argv=None reads sys.argv; pass a list (e.g. []) to take the defaults, as a notebook does.
+    """
+    parser = OneLineErrorParser(description=description)
+    parser.add_argument("--checkpoint", default="embedded",
+                        help="'embedded' (the tiny BERT shipped in common/), a hub id such as "
+                             "bert-base-cased, or a local folder saved with save_pretrained")
+    parser.add_argument("--dataset", default="embedded",
+                        help="'embedded' (the MRPC-shaped pairs shipped in common/), 'glue' "
+                             "(the hub's nyu-mll/glue, config mrpc), or a local folder with "
+                             "train and validation files (csv, json/jsonl or parquet)")
+    parser.add_argument("--epochs", type=positive_int, default=3)
+    parser.add_argument("--lr", type=positive_float, default=5e-5, help="peak learning rate")
+    parser.add_argument("--train-batch-size", type=positive_int, default=8,
+                        help="per process")
+    parser.add_argument("--eval-batch-size", type=positive_int, default=8, help="per process")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--max-train-steps", type=positive_int, default=None,
+                        help="stop after this many optimizer steps (short runs for tests)")
+    parser.add_argument("--output-dir", default="outputs",
+                        help="where metrics.json is written")
+    return parser.parse_args(argv)
+
+
+def fail(message):
+    """Stop the run with one error line on stderr and exit code 1 (no traceback)."""
+    raise SystemExit(f"error: {message}")

@@ -1,0 +1,201 @@
+"""Build the embedded tiny BERT checkpoint in common/embedded_checkpoint/.
+
+Run:  python -m common.make_embedded_checkpoint     (about 5 minutes on 2 CPU cores)
+
+What it does, like a (very) small version of BERT's own recipe:
+1. trains a cased WordPiece tokenizer with the `tokenizers` library on the sentences of the
+   embedded train split;
+2. creates a BERT of 2 layers, hidden size 128 (BertForPreTraining: encoder, pooler, a
+   masked-language-model head and a two-way pair head);
+3. pretrains it on the train split's sentences only, never its labels, with two
+   self-supervised objectives:
+   - masked language modelling (15 % of the tokens, BERT's 80/10/10 rule), which teaches it
+     which words play the same part in a sentence (names, numbers, synonyms);
+   - a pair objective in the spirit of BERT's next-sentence prediction: is sentence B the
+     same sentence as A, or A with one word replaced, two words swapped, a "not" inserted,
+     or another sentence altogether? This teaches the encoder to compare the two segments
+     word by word, which fine-tuning on paraphrases needs and which a 2-layer model does
+     not discover on its own from 3,668 labelled pairs;
+4. saves model and tokenizer with save_pretrained (safetensors), so that
+   AutoTokenizer.from_pretrained(path) and
+   AutoModelForSequenceClassification.from_pretrained(path, num_labels=2) load it like a hub
+   checkpoint (the classification head is new, and transformers says so).
+"""
+
+import json
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import BertConfig, BertForPreTraining, PreTrainedTokenizerFast, get_scheduler, set_seed
+
+from common.make_embedded_data import DATA_DIR
+
+CHECKPOINT_DIR = Path(__file__).resolve().parent / "embedded_checkpoint"
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+VOCAB_SIZE = 2048
+MODEL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+             max_position_embeddings=160)
+PRETRAIN = dict(steps=3000, batch_size=32, lr=1e-3, warmup=0.06, seed=0)
+
+
+def train_sentences():
+    """Return every sentence of the embedded train split (both columns), labels unused."""
+    sentences = []
+    with open(DATA_DIR / "train.jsonl", encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            sentences += [row["sentence1"], row["sentence2"]]
+    return sentences
+
+
+def build_tokenizer(sentences):
+    """Return a cased BERT WordPiece tokenizer trained on the sentences, as a transformers
+    tokenizer."""
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=VOCAB_SIZE, special_tokens=SPECIAL_TOKENS,
+                                        min_frequency=2)
+    tok.train_from_iterator(sentences, trainer)
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+        sep_token="[SEP]", mask_token="[MASK]", model_max_length=MODEL["max_position_embeddings"])
+
+
+def bare(word):
+    """Return a word without the punctuation around it, for comparing words."""
+    return word.strip(".,;:'\"")
+
+
+def corrupt(sentence, sentences, rng):
+    """Return (words_b, different) for the pair objective. B is A itself a third of the
+    time; else A with one to three words replaced by words of other sentences, two words
+    swapped, or "not" inserted; or another sentence altogether. different is 1 unless B is A."""
+    words = sentence.split()
+    move = rng.random()
+    if move < 0.35:
+        return words, 0
+    if move < 0.7:
+        for i in rng.sample(range(len(words)), min(len(words), rng.choice([1, 1, 1, 2, 3]))):
+            words[i] = rng.choice(rng.choice(sentences).split())
+    elif move < 0.78:
+        i, j = rng.sample(range(len(words)), 2)
+        words[i], words[j] = words[j], words[i]
+    elif move < 0.83:
+        words.insert(rng.randrange(1, len(words)), "not")
+    else:
+        words = rng.choice(sentences).split()
+    return words, int(words != sentence.split())
+
+
+def pair_batch(tokenizer, firsts, seconds):
+    """Return the tokenized pairs and, for every token, 1.0 if its word does not occur in
+    the other sentence (-100 for special and padding tokens): the dense part of the pair
+    objective, which shows the encoder where two sentences differ."""
+    batch = tokenizer(firsts, seconds, is_split_into_words=True, padding=True, return_tensors="pt")
+    labels = torch.full(batch["input_ids"].shape, -100.0)
+    for row, (a, b) in enumerate(zip(firsts, seconds)):
+        in_a, in_b = {bare(w) for w in a}, {bare(w) for w in b}
+        sequence_ids = batch.sequence_ids(row)
+        for position, word in enumerate(batch.word_ids(row)):
+            if word is None:
+                continue
+            if sequence_ids[position] == 0:
+                labels[row, position] = float(bare(a[word]) not in in_b)
+            else:
+                labels[row, position] = float(bare(b[word]) not in in_a)
+    return batch, labels
+
+
+def mask_tokens(input_ids, tokenizer, special_mask, gen):
+    """Return (masked input_ids, labels) with BERT's masking: 15 % of the ordinary tokens are
+    chosen; of those 80 % become [MASK], 10 % a random token, 10 % stay."""
+    labels = input_ids.clone()
+    chosen = (torch.rand(input_ids.shape, generator=gen) < 0.15) & ~special_mask
+    labels[~chosen] = -100
+    masked = input_ids.clone()
+    to_mask = chosen & (torch.rand(input_ids.shape, generator=gen) < 0.8)
+    masked[to_mask] = tokenizer.mask_token_id
+    to_random = chosen & ~to_mask & (torch.rand(input_ids.shape, generator=gen) < 0.5)
+    masked[to_random] = torch.randint(len(SPECIAL_TOKENS), len(tokenizer), input_ids.shape,
+                                      generator=gen)[to_random]
+    return masked, labels
+
+
+def pretrain(model, tokenizer, sentences):
+    """Pretrain in place: masked LM on single sentences, plus the pair objective (the pair
+    head on [CLS] and a token head that is thrown away afterwards, as ELECTRA's is)."""
+    rng = random.Random(PRETRAIN["seed"])
+    gen = torch.Generator().manual_seed(PRETRAIN["seed"])
+    token_head = torch.nn.Linear(model.config.hidden_size, 1)
+    steps, bs = PRETRAIN["steps"], PRETRAIN["batch_size"]
+    parameters = list(model.parameters()) + list(token_head.parameters())
+    optimizer = torch.optim.AdamW(parameters, lr=PRETRAIN["lr"], weight_decay=0.01)
+    scheduler = get_scheduler("linear", optimizer, int(PRETRAIN["warmup"] * steps), steps)
+    model.train()
+    start = time.time()
+    for step in range(1, steps + 1):
+        # masked language modelling on single sentences
+        single = tokenizer(rng.sample(sentences, bs), padding=True, return_tensors="pt",
+                           return_special_tokens_mask=True)
+        special = single.pop("special_tokens_mask").bool() | (single["attention_mask"] == 0)
+        single["input_ids"], mlm_labels = mask_tokens(single["input_ids"], tokenizer, special, gen)
+        mlm = model(**single)
+        mlm_loss = torch.nn.functional.cross_entropy(
+            mlm.prediction_logits.view(-1, mlm.prediction_logits.shape[-1]), mlm_labels.view(-1))
+        # the pair objective on unmasked pairs: is B the same as A, and which words differ?
+        firsts = [s.split() for s in rng.sample(sentences, bs)]
+        seconds, different = zip(*(corrupt(" ".join(a), sentences, rng) for a in firsts))
+        different = torch.tensor(different)
+        pairs, token_labels = pair_batch(tokenizer, firsts, list(seconds))
+        pair = model(**pairs, output_hidden_states=True)
+        pair_loss = torch.nn.functional.cross_entropy(pair.seq_relationship_logits, different)
+        token_logits = token_head(pair.hidden_states[-1]).squeeze(-1)
+        counted = token_labels >= 0
+        token_loss = torch.nn.functional.binary_cross_entropy_with_logits(
+            token_logits[counted], token_labels[counted])
+        (mlm_loss + pair_loss + token_loss).backward()
+        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        if step % 250 == 0 or step == steps:
+            acc = (pair.seq_relationship_logits.argmax(-1) == different).float().mean()
+            tok_acc = ((token_logits[counted] > 0).float() == token_labels[counted]).float().mean()
+            print(f"step {step:5d}/{steps}  mlm loss {mlm_loss.item():.3f}  "
+                  f"pair loss {pair_loss.item():.3f}  pair acc {acc.item():.2f}  "
+                  f"token acc {tok_acc.item():.2f}  {time.time() - start:.0f}s", flush=True)
+
+
+def main():
+    torch.set_num_threads(2)
+    set_seed(PRETRAIN["seed"])
+    sentences = train_sentences()
+    tokenizer = build_tokenizer(sentences)
+    config = BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **MODEL)
+    model = BertForPreTraining(config)
+    print(f"tokenizer: {len(tokenizer)} tokens; model: "
+          f"{sum(p.numel() for p in model.bert.parameters()) / 1e6:.2f} M encoder parameters")
+    pretrain(model, tokenizer, sentences)
+    # write into a fresh folder, then swap it in: an interrupted build leaves the old one whole
+    tmp = Path(tempfile.mkdtemp(dir=CHECKPOINT_DIR.parent, prefix=".checkpoint-"))
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if CHECKPOINT_DIR.exists():
+        shutil.rmtree(CHECKPOINT_DIR)
+    tmp.rename(CHECKPOINT_DIR)
+    print(f"saved {CHECKPOINT_DIR}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Step 1: the plain PyTorch training loop.
+
+The Hugging Face course, chapter 3, "A full training": fine-tune a BERT-style classifier
+on GLUE MRPC (is sentence 2 a paraphrase of sentence 1?) with a loop written by hand:
+AdamW, a linear learning-rate schedule, a tqdm bar, and the GLUE MRPC metric (accuracy
+and F1). The model and every batch are moved to the device by hand with `.to(device)`.
+
+Run:   python step1_plain_loop/train.py --output-dir outputs/step1
+       (the embedded tiny BERT and MRPC-shaped pairs, offline; about 40 s on 2 CPU cores)
+       python step1_plain_loop/train.py --checkpoint bert-base-cased --dataset glue
+       (the course's own setup, from the Hugging Face Hub)
+Next:  diff -u step1_plain_loop/train.py step2_accelerate/train.py
+"""
+
+# %%
+import time
+
+import evaluate
+import torch
+from torch.optim import AdamW
+from tqdm.auto import tqdm
+from transformers import AutoModelForSequenceClassification, get_scheduler, set_seed
+
+from common.checkpoint import load_tokenizer, resolve_checkpoint
+from common.cli import parse_args
+from common.data import get_dataloaders, load_mrpc
+from common.metric import GLUE_MRPC_METRIC
+from common.output import write_metrics
+
+
+# %%
+def training_function(args):
+    set_seed(args.seed)
+
+    # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
+    checkpoint = resolve_checkpoint(args.checkpoint)
+    raw_datasets = load_mrpc(args.dataset)
+    tokenizer = load_tokenizer(checkpoint)
+    train_dataloader, eval_dataloader = get_dataloaders(
+        raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size
+    )
+
+    # a pretrained encoder with a new, randomly initialised two-class head
+    model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
+    optimizer = AdamW(model.parameters(), lr=args.lr)
+
+    # pick the fastest device there is and put the model on it
+    if torch.cuda.is_available():
+        device = torch.device("cuda")
+    elif torch.backends.mps.is_available():
+        device = torch.device("mps")
+    else:
+        device = torch.device("cpu")
+    model.to(device)
+
+    # the learning rate falls linearly from lr to 0 over all the training steps
+    num_training_steps = args.epochs * len(train_dataloader)
+    if args.max_train_steps:  # a shorter run, for tests
+        num_training_steps = min(num_training_steps, args.max_train_steps)
+    lr_scheduler = get_scheduler(
+        "linear", optimizer=optimizer, num_warmup_steps=0, num_training_steps=num_training_steps
+    )
+
+    # the training loop
+    progress_bar = tqdm(range(num_training_steps))
+    train_losses = []
+    start = time.perf_counter()
+    model.train()
+    for epoch in range(args.epochs):
+        for batch in train_dataloader:
+            if len(train_losses) == num_training_steps:
+                break
+            batch = {k: v.to(device) for k, v in batch.items()}
+            outputs = model(**batch)
+            loss = outputs.loss
+            loss.backward()
+
+            optimizer.step()
+            lr_scheduler.step()
+            optimizer.zero_grad()
+            progress_bar.update(1)
+            train_losses.append(loss.item())
+    train_seconds = time.perf_counter() - start
+
+    # evaluation: predictions for the whole validation split, then the metric
+    metric = evaluate.load(GLUE_MRPC_METRIC)  # the course: evaluate.load("glue", "mrpc")
+    all_predictions = []
+    start = time.perf_counter()
+    model.eval()
+    for batch in eval_dataloader:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        with torch.no_grad():
+            outputs = model(**batch)
+        predictions = torch.argmax(outputs.logits, dim=-1)
+        metric.add_batch(predictions=predictions, references=batch["labels"])
+        all_predictions.append(predictions)
+    eval_metric = metric.compute()
+    eval_seconds = time.perf_counter() - start
+    predictions = torch.cat(all_predictions)
+
+    print(f"validation: accuracy {eval_metric['accuracy']:.4f}, f1 {eval_metric['f1']:.4f} "
+          f"({len(predictions)} pairs)")
+    path = write_metrics(
+        args.output_dir, args,
+        accuracy=eval_metric["accuracy"], f1=eval_metric["f1"],
+        eval_samples=len(predictions), predictions=predictions.tolist(),
+        train_losses=train_losses, num_processes=1,
+        train_seconds=train_seconds, eval_seconds=eval_seconds,
+    )
+    print(f"metrics written to {path}")
+
+
+# %%
+def main():
+    args = parse_args(description=__doc__.splitlines()[0])
+    training_function(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Helpers shared by the tests: run a step script as a real subprocess and read its results."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+STEPS = {
+    1: REPO / "step1_plain_loop" / "train.py",
+    2: REPO / "step2_accelerate" / "train.py",
+}
+# A short run: enough optimizer steps that training visibly moves the weights, few enough
+# that each run takes seconds. Evaluation always covers the whole validation split.
+SHORT_RUN = ["--max-train-steps", "60"]
+
+
+def offline_env(**extra):
+    """Return an environment in which the hub is unreachable at once (a closed local port),
+    so no test waits for network retries, whatever the machine."""
+    env = dict(os.environ)
+    env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_DISABLE_TELEMETRY="1",
+               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+    env.pop("HF_HUB_OFFLINE", None)
+    env.update(extra)
+    return env
+
+
+def run_command(command, timeout=600, **env):
+    """Run a command from the repository root; return the CompletedProcess (text output)."""
+    return subprocess.run(command, cwd=REPO, env=offline_env(**env), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def run_step(step, output_dir, *args, **env):
+    """Run step N's train.py with python; return the CompletedProcess."""
+    return run_command([sys.executable, str(STEPS[step]), "--output-dir", str(output_dir),
+                        *args], **env)
+
+
+def read_metrics(output_dir):
+    """Return the metrics.json a run wrote into output_dir."""
+    return json.loads((Path(output_dir) / "metrics.json").read_text())
+
+
+def assert_ok(result):
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="session")
+def default_runs(tmp_path_factory):
+    """Full default runs (3 epochs, 1,377 optimizer steps) of steps 1 and 2, once per session."""
+    runs = {}
+    for step in (1, 2):
+        out = tmp_path_factory.mktemp(f"step{step}_default")
+        assert_ok(run_step(step, out))
+        runs[step] = read_metrics(out)
+    return runs
