@@ -47,7 +47,8 @@ def parse_args(argv=None, description=None):
                              "(the hub's nyu-mll/glue, config mrpc), or a local folder with "
                              "train and validation files (csv, json/jsonl or parquet)")
     parser.add_argument("--epochs", type=positive_int, default=3)
-    parser.add_argument("--lr", type=positive_float, default=5e-5, help="peak learning rate")
+    parser.add_argument("--lr", type=positive_float, default=5e-5,
+                        help="peak learning rate, falling linearly to 0 (no warm-up)")
     parser.add_argument("--train-batch-size", type=positive_int, default=8,
                         help="per process")
     parser.add_argument("--eval-batch-size", type=positive_int, default=8, help="per process")

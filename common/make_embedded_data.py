@@ -193,7 +193,7 @@ FRAMES = [
         "swap": [],
         "same": [
             "Shares of {org} [rose|climbed|gained] {percent} <on {day}> to close at {price}.",
-            "{org} shares [rose|climbed|gained] {percent}<, or {price},> <in trading on {day}>.",
+            "{org} shares [rose|climbed|gained] {percent} <in trading on {day}><, ending the day at {price}>.",
             "{org}'s stock [closed|ended] {percent} higher at {price} <on {day}>.",
             "<On {day},> {org} stock [jumped|rose|advanced] {percent}, [closing|finishing|ending] at {price}.",
         ],

@@ -6,8 +6,8 @@ import tempfile
 from pathlib import Path
 
 
-def write_metrics(output_dir, args, **results):
-    """Write results plus the hyperparameters in args to <output_dir>/metrics.json.
+def write_metrics(output_dir, args, results):
+    """Write the results dict plus the hyperparameters in args to <output_dir>/metrics.json.
 
     The file is written to a temporary name in the same folder and renamed into place, so a
     crash never leaves half a file. Returns the path written.

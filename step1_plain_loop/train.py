@@ -95,18 +95,18 @@ def training_function(args):
         metric.add_batch(predictions=predictions, references=batch["labels"])
         all_predictions.append(predictions)
     eval_metric = metric.compute()
-    eval_seconds = time.perf_counter() - start
     predictions = torch.cat(all_predictions)
+    eval_seconds = time.perf_counter() - start
 
-    print(f"validation: accuracy {eval_metric['accuracy']:.4f}, f1 {eval_metric['f1']:.4f} "
-          f"({len(predictions)} pairs)")
-    path = write_metrics(
-        args.output_dir, args,
-        accuracy=eval_metric["accuracy"], f1=eval_metric["f1"],
-        eval_samples=len(predictions), predictions=predictions.tolist(),
-        train_losses=train_losses, num_processes=1,
-        train_seconds=train_seconds, eval_seconds=eval_seconds,
-    )
+    results = {
+        "accuracy": eval_metric["accuracy"], "f1": eval_metric["f1"],
+        "eval_samples": len(predictions), "predictions": predictions.tolist(),
+        "train_losses": train_losses, "num_processes": 1,
+        "train_seconds": train_seconds, "eval_seconds": eval_seconds,
+    }
+    print(f"validation: accuracy {eval_metric['accuracy']:.4f}, "
+          f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)")
+    path = write_metrics(args.output_dir, args, results)
     print(f"metrics written to {path}")
 
 

@@ -1,0 +1,55 @@
+"""The embedded checkpoint loads like a hub checkpoint, from its own folder or a copy."""
+
+import shutil
+
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers.utils import logging
+
+from common.checkpoint import EMBEDDED_CHECKPOINT, resolve_checkpoint
+
+
+def test_files_are_what_save_pretrained_writes():
+    names = {p.name for p in EMBEDDED_CHECKPOINT.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= names
+
+
+def test_loads_from_a_copied_folder_with_a_new_classification_head(tmp_path, capsys):
+    folder = tmp_path / "my-bert"
+    shutil.copytree(EMBEDDED_CHECKPOINT, folder)
+    assert resolve_checkpoint(str(folder)) == str(folder.resolve())
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    logging.set_verbosity_warning()
+    model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2)
+    report = capsys.readouterr()
+    # transformers' usual load report names the new head
+    assert "classifier.weight" in report.out + report.err
+    assert model.config.num_hidden_layers == 2 and model.config.hidden_size == 128
+
+    batch = tokenizer(["Shares of Atlas Bank rose 5 percent."],
+                      ["Atlas Bank shares gained 5 percent."], return_tensors="pt")
+    assert tokenizer.convert_ids_to_tokens(batch["input_ids"][0])[0] == "[CLS]"
+    assert batch["token_type_ids"][0].max() == 1  # the second sentence is segment 1
+    with torch.no_grad():
+        logits = model(**batch).logits
+    assert logits.shape == (1, 2)
+
+
+def test_the_encoder_is_pretrained_not_random():
+    pretrained = AutoModelForSequenceClassification.from_pretrained(EMBEDDED_CHECKPOINT,
+                                                                    num_labels=2)
+    fresh = AutoModelForSequenceClassification.from_config(pretrained.config)
+    a = pretrained.bert.encoder.layer[1].output.dense.weight
+    b = fresh.bert.encoder.layer[1].output.dense.weight
+    # a fresh layer keeps the initialiser's spread (std 0.02); training moved these weights
+    assert abs(b.std().item() - 0.02) < 0.002
+    assert abs(a.std().item() - 0.02) > 0.005
+
+
+def test_a_folder_without_config_is_refused_with_one_line(tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        resolve_checkpoint(str(tmp_path))
+    assert str(exit_info.value).startswith("error: checkpoint folder")
+    assert "save_pretrained" in str(exit_info.value)

@@ -1,0 +1,60 @@
+"""Step 1 (plain loop) and step 2 (Accelerate) on one process train and evaluate identically.
+
+On one process `accelerator.prepare` neither reorders the shuffled batches nor draws random
+numbers, and `accelerator.backward(loss)` is `loss.backward()`; with the same seed set at
+the same point both runs do the same float operations in the same order. So the
+comparisons here are exact: no tolerance.
+"""
+
+import sys
+
+from conftest import SHORT_RUN, assert_ok, read_metrics, run_command, run_step, STEPS
+
+
+def test_short_runs_are_identical(tmp_path):
+    results = {}
+    for step in (1, 2):
+        out = tmp_path / f"step{step}"
+        assert_ok(run_step(step, out, *SHORT_RUN))
+        results[step] = read_metrics(out)
+    one, two = results[1], results[2]
+    assert len(one["train_losses"]) == 60
+    assert one["train_losses"] == two["train_losses"]
+    assert one["predictions"] == two["predictions"]
+    assert (one["accuracy"], one["f1"]) == (two["accuracy"], two["f1"])
+    assert one["eval_samples"] == two["eval_samples"] == 408
+    assert one["num_processes"] == two["num_processes"] == 1
+
+
+def test_accelerate_launch_on_one_process_matches_python(tmp_path):
+    out_python, out_launch = tmp_path / "python", tmp_path / "launch"
+    assert_ok(run_step(2, out_python, *SHORT_RUN))
+    # every launch setting on the command line, so a user's `accelerate config` file
+    # cannot change what this test runs
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1",
+              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+              str(STEPS[2]), "--output-dir", str(out_launch), *SHORT_RUN]
+    assert_ok(run_command(launch))
+    a, b = read_metrics(out_python), read_metrics(out_launch)
+    assert a["train_losses"] == b["train_losses"]
+    assert a["predictions"] == b["predictions"]
+
+
+def test_full_default_runs_are_identical_and_learn(default_runs):
+    one, two = default_runs[1], default_runs[2]
+    assert len(one["train_losses"]) == 1377  # 3 epochs x 459 batches of 8
+    assert one["train_losses"] == two["train_losses"]
+    assert one["predictions"] == two["predictions"]
+    assert (one["accuracy"], one["f1"]) == (two["accuracy"], two["f1"])
+    assert one["hyperparameters"] == two["hyperparameters"] | {"output_dir": one["hyperparameters"]["output_dir"]}
+
+
+def test_the_model_really_learns(default_runs):
+    run = default_runs[1]
+    losses = run["train_losses"]
+    first, last = sum(losses[:200]) / 200, sum(losses[-200:]) / 200
+    assert last < 0.8 * first  # the training loss falls
+    assert set(run["predictions"]) == {0, 1}  # both classes predicted
+    majority = 279 / 408  # the validation split's share of paraphrases
+    assert run["accuracy"] >= 0.80
+    assert run["accuracy"] >= majority + 0.10

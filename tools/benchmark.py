@@ -1,0 +1,138 @@
+"""Measure the course's targets in one run and print them as a table (Markdown).
+
+    python tools/benchmark.py               (about 3 minutes on 2 CPU cores)
+    python tools/benchmark.py --with-tests  (also times the whole test suite)
+
+Targets: the default runs of step 1 and step 2 (3 epochs, 1,377 optimizer steps) each in
+under 60 s; step 2 / step 1 training time <= 1.05; the model learns (both classes predicted,
+falling loss, validation accuracy >= 0.80, >= majority + 0.10, above a word-overlap
+baseline); the test suite in under 5 minutes.
+
+Timing on a shared machine is noisy, so each step runs --repeats times in alternating order
+(1 2 2 1 ...) and the fastest run of each counts. The machine is printed with the table.
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tools.baselines import baselines  # noqa: E402
+
+STEP_SCRIPTS = {1: "step1_plain_loop/train.py", 2: "step2_accelerate/train.py"}
+
+
+def run(command, out=None):
+    """Run a command from the repository root; return (wall seconds, metrics or None)."""
+    start = time.perf_counter()
+    subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
+    seconds = time.perf_counter() - start
+    metrics = json.loads((out / "metrics.json").read_text()) if out else None
+    return seconds, metrics
+
+
+def machine():
+    """Return a one-line description of this machine."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import torch
+    return (f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
+            f"torch {torch.__version__}, {torch.get_num_threads()} threads, no GPU"
+            if not torch.cuda.is_available() else f"{torch.cuda.get_device_name()}")
+
+
+def table(rows):
+    print("| target | measured | goal | met |")
+    print("|---|---|---|---|")
+    for name, measured, goal, met in rows:
+        print(f"| {name} | {measured} | {goal} | {'yes' if met else '**no**'} |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--with-tests", action="store_true")
+    parser.add_argument("--output-dir", default="outputs/benchmark")
+    args = parser.parse_args()
+
+    order = []
+    for i in range(args.repeats):
+        order += [1, 2] if i % 2 == 0 else [2, 1]
+    wall, train, metrics = defaultdict(list), defaultdict(list), {}
+    for n, step in enumerate(order):
+        out = Path(args.output_dir) / f"step{step}-{n}"
+        seconds, m = run([sys.executable, STEP_SCRIPTS[step], "--output-dir", str(out)], out)
+        wall[step].append(seconds)
+        train[step].append(m["train_seconds"])
+        metrics[step] = m
+        print(f"  step {step}: {seconds:.1f} s wall, {m['train_seconds']:.1f} s training",
+              file=sys.stderr)
+
+    from common.data import load_mrpc
+    from common.make_embedded_data import generate
+
+    base = baselines(load_mrpc("embedded"))
+    m1, m2 = metrics[1], metrics[2]
+    losses = m1["train_losses"]
+    first, last = sum(losses[:200]) / 200, sum(losses[-200:]) / 200
+    ratio = min(train[2]) / min(train[1])
+    rows = [
+        ("step 1 default run, wall time", f"{min(wall[1]):.1f} s", "< 60 s", min(wall[1]) < 60),
+        ("step 2 default run, wall time", f"{min(wall[2]):.1f} s", "< 60 s", min(wall[2]) < 60),
+        ("step 2 / step 1 training time", f"{min(train[2]):.1f} / {min(train[1]):.1f} s = "
+         f"{ratio:.3f}", "<= 1.05", ratio <= 1.05),
+        ("steps 1 and 2 identical (predictions, losses)",
+         "yes" if (m1["predictions"], m1["train_losses"]) == (m2["predictions"], m2["train_losses"])
+         else "no", "yes", (m1["predictions"], m1["train_losses"]) == (m2["predictions"], m2["train_losses"])),
+        ("validation accuracy (F1)", f"{m1['accuracy']:.4f} ({m1['f1']:.4f})", ">= 0.80",
+         m1["accuracy"] >= 0.80),
+        ("majority-class accuracy", f"{base['majority']:.4f}", "model >= this + 0.10",
+         m1["accuracy"] >= base["majority"] + 0.10),
+        ("word-overlap baseline accuracy", f"{base['overlap']:.4f}", "model above it",
+         m1["accuracy"] > base["overlap"]),
+        ("both classes predicted", f"{m1['predictions'].count(0)} x 0, "
+         f"{m1['predictions'].count(1)} x 1", "both > 0", min(m1["predictions"].count(0),
+                                                            m1["predictions"].count(1)) > 0),
+        ("training loss, first vs last 200 steps", f"{first:.3f} -> {last:.3f}", "falls",
+         last < first),
+    ]
+    if args.with_tests:
+        seconds, _ = run([sys.executable, "-m", "pytest", "-q"])
+        rows.append(("whole test suite", f"{seconds:.0f} s", "< 300 s", seconds < 300))
+
+    print(f"Machine: {machine()}\n")
+    table(rows)
+
+    # what the model gets right, by how the pair was made (the embedded generator knows)
+    kinds = [r["kind"] for r in generate()["validation"]]
+    labels = load_mrpc("embedded")["validation"]["label"]
+    by_kind = defaultdict(lambda: [0, 0, 0])
+    for kind, label, model, overlap in zip(kinds, labels, m1["predictions"],
+                                           base["overlap_predictions"]):
+        group = kind if not kind.startswith("hard: one") else "hard: one slot changed"
+        by_kind[group][0] += 1
+        by_kind[group][1] += model == label
+        by_kind[group][2] += overlap == label
+    print("\n| validation pairs | count | model correct | word overlap correct |")
+    print("|---|---|---|---|")
+    for group, (count, model, overlap) in sorted(by_kind.items()):
+        print(f"| {group} | {count} | {model / count:.2f} | {overlap / count:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
