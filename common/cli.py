@@ -1,6 +1,8 @@
 """The command line shared by every step: the same flags, defaults and checks in each."""
 
 import argparse
+import os
+import shlex
 import sys
 
 
@@ -36,9 +38,14 @@ def positive_float(text):
 def parse_args(argv=None, description=None):
     """Return the parsed arguments (an argparse.Namespace) of the course's command line.
 
-    argv=None reads sys.argv; pass a list (e.g. []) to take the defaults, as a notebook does.
+    argv=None reads sys.argv, except in a Jupyter kernel (whose own arguments are not the
+    course's): there it reads the environment variable COURSE_ARGS, e.g.
+    COURSE_ARGS="--max-train-steps 20", and takes the defaults when it is not set.
     """
-    parser = OneLineErrorParser(description=description)
+    if argv is None and "ipykernel" in sys.modules:
+        argv = shlex.split(os.environ.get("COURSE_ARGS", ""))
+    parser = OneLineErrorParser(description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", default="embedded",
                         help="'embedded' (the tiny BERT shipped in common/), a hub id such as "
                              "bert-base-cased, or a local folder saved with save_pretrained")
@@ -57,7 +64,15 @@ def parse_args(argv=None, description=None):
                         help="stop after this many optimizer steps (short runs for tests)")
     parser.add_argument("--output-dir", default="outputs",
                         help="where metrics.json is written")
-    return parser.parse_args(argv)
+    parser.add_argument("--num-processes", type=positive_int, default=2,
+                        help="step 4 only: how many processes notebook_launcher starts (steps "
+                             "1-3 get theirs from the launcher: accelerate launch "
+                             "--num_processes N)")
+    args = parser.parse_args(argv)
+    from common.data import check_dataset_name  # here: common.data imports this module
+
+    check_dataset_name(args.dataset)  # before any model is loaded: fail fast, in one line
+    return args
 
 
 def fail(message):

@@ -6,7 +6,7 @@ step that needs a different setting (step 4's fixed-length padding) passes it vi
 
 from pathlib import Path
 
-from datasets import load_dataset
+from datasets import disable_progress_bars, load_dataset
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding
 
@@ -16,6 +16,10 @@ from common.hub import hub_offline_mode, hub_reachable
 EMBEDDED_DATA = Path(__file__).resolve().parent / "embedded_data"
 MRPC_COLUMNS = ("sentence1", "sentence2", "label")
 NEEDED_SPLITS = ("train", "validation")
+
+# datasets' own bars (generating splits, tokenizing) would bury the training bar and turn
+# a one-line error into a page; the steps' tqdm bar is the one a student watches
+disable_progress_bars()
 
 
 def load_mrpc(name):
@@ -37,9 +41,7 @@ def load_mrpc(name):
             return check_mrpc(load_dataset("nyu-mll/glue", "mrpc"), "nyu-mll/glue mrpc")
         except (OSError, ValueError) as error:
             fail(f"cannot load nyu-mll/glue (mrpc): {str(error).splitlines()[0]}")
-    if not Path(name).is_dir():
-        fail(f"unknown dataset {name!r}: use 'embedded' (the default), 'glue', or a folder "
-             "with train and validation files (csv, json/jsonl or parquet)")
+    check_dataset_name(name)
     try:
         raw = load_dataset(str(Path(name).resolve()))
     except Exception as error:  # the library's reasons vary: no files, unknown format, bad rows
@@ -47,6 +49,13 @@ def load_mrpc(name):
         fail(f"cannot load dataset folder {name}: {first_line}; it needs train and validation "
              "files (csv, json/jsonl or parquet) with columns sentence1, sentence2, label")
     return check_mrpc(raw, f"dataset folder {name}")
+
+
+def check_dataset_name(name):
+    """Exit with one error line unless name is 'embedded', 'glue' or an existing folder."""
+    if name not in ("embedded", "glue") and not Path(name).is_dir():
+        fail(f"unknown dataset {name!r}: use 'embedded' (the default), 'glue', or a folder "
+             "with train and validation files (csv, json/jsonl or parquet)")
 
 
 def check_mrpc(raw, what):

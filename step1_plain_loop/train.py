@@ -40,7 +40,7 @@ def training_function(args):
         raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size
     )
 
-    # a pretrained encoder with a new, randomly initialised two-class head
+    # a pretrained encoder with a new two-class head, whose random weights come from the seed
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
     optimizer = AdamW(model.parameters(), lr=args.lr)
 
@@ -112,7 +112,7 @@ def training_function(args):
 
 # %%
 def main():
-    args = parse_args(description=__doc__.splitlines()[0])
+    args = parse_args(description=__doc__)
     training_function(args)
 
 

@@ -32,6 +32,7 @@ from common.output import write_metrics
 # %%
 def training_function(args):
     accelerator = Accelerator()  # step 2: knows the device(s) and how many processes there are
+
     set_seed(args.seed)
 
     # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
@@ -42,7 +43,7 @@ def training_function(args):
         raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size
     )
 
-    # a pretrained encoder with a new, randomly initialised two-class head
+    # a pretrained encoder with a new two-class head, whose random weights come from the seed
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
     optimizer = AdamW(model.parameters(), lr=args.lr)
 
@@ -69,6 +70,7 @@ def training_function(args):
         for batch in train_dataloader:
             if len(train_losses) == num_training_steps:
                 break
+            # step 2: no batch.to(device) any more: the prepared dataloader did it
             outputs = model(**batch)
             loss = outputs.loss
             accelerator.backward(loss)  # step 2: replaces loss.backward(); syncs gradients
@@ -86,6 +88,7 @@ def training_function(args):
     start = time.perf_counter()
     model.eval()
     for batch in eval_dataloader:
+        # step 2: no batch.to(device) here either
         with torch.no_grad():
             outputs = model(**batch)
         predictions = torch.argmax(outputs.logits, dim=-1)
@@ -109,7 +112,7 @@ def training_function(args):
 
 # %%
 def main():
-    args = parse_args(description=__doc__.splitlines()[0])
+    args = parse_args(description=__doc__)
     training_function(args)
 
 

@@ -12,6 +12,8 @@ REPO = Path(__file__).resolve().parent.parent
 STEPS = {
     1: REPO / "step1_plain_loop" / "train.py",
     2: REPO / "step2_accelerate" / "train.py",
+    3: REPO / "step3_distributed_eval" / "train.py",
+    4: REPO / "step4_tpu_notebook" / "train.py",
 }
 # A short run: enough optimizer steps that training visibly moves the weights, few enough
 # that each run takes seconds. Evaluation always covers the whole validation split.
@@ -59,3 +61,28 @@ def default_runs(tmp_path_factory):
         assert_ok(run_step(step, out))
         runs[step] = read_metrics(out)
     return runs
+
+
+def free_port():
+    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def accelerate_launch_command(num_processes, script_and_args, num_machines=1, machine_rank=0,
+                              port=None):
+    """Return the command that launches a script on real CPU processes (gloo).
+
+    --cpu makes Accelerate use gloo on the CPU; without it, --multi_gpu on a CPU-only machine
+    starts processes that each believe they are alone. Every setting is on the command line,
+    so an `accelerate config` file on the machine cannot change what runs.
+    """
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--multi_gpu",
+               "--num_processes", str(num_processes), "--num_machines", str(num_machines),
+               "--mixed_precision", "no", "--dynamo_backend", "no",
+               "--main_process_port", str(port or free_port())]
+    if num_machines > 1:
+        command += ["--machine_rank", str(machine_rank), "--main_process_ip", "127.0.0.1"]
+    return command + [str(part) for part in script_and_args]

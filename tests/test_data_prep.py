@@ -35,7 +35,7 @@ def test_tokenized_columns_are_what_the_model_accepts(raw, tokenizer):
         assert tokenized[split].column_names == ["labels", "input_ids", "token_type_ids",
                                                  "attention_mask"]
         assert tokenized[split].format["type"] == "torch"
-    assert tokenized["validation"]["labels"].tolist() == raw["validation"]["label"]
+    assert list(tokenized["validation"]["labels"]) == list(raw["validation"]["label"])
 
 
 def test_dynamic_padding_pads_each_batch_to_its_longest_pair(raw, tokenizer):
@@ -46,7 +46,7 @@ def test_dynamic_padding_pads_each_batch_to_its_longest_pair(raw, tokenizer):
     assert batch["input_ids"].shape[0] == 16 and batch["labels"].shape == (16,)
     lengths = batch["attention_mask"].sum(dim=1)
     assert batch["input_ids"].shape[1] == lengths.max()  # no column is padding everywhere
-    assert batch["labels"].tolist() == raw["validation"]["label"][:16]  # in order
+    assert batch["labels"].tolist() == list(raw["validation"]["label"])[:16]  # in order
 
 
 def test_fixed_length_padding_gives_every_batch_the_same_shape(raw, tokenizer):

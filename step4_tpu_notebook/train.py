@@ -1,0 +1,147 @@
+"""Step 4: the TPU notebook: one training function, started by notebook_launcher.
+
+Step 3 plus the launch change of Accelerate's TPU notebook ("simple NLP example"):
+`notebook_launcher(training_function, (model, args), num_processes=...)` starts the
+training from Python (a notebook cell) on every process or TPU core. Everything from the
+`Accelerator` to the final metric lives in `training_function`; the `Accelerator` is
+created inside it (created earlier, in the notebook, it would tie the notebook to one
+process); the model is created once, outside it (one copy shared by all the TPU cores
+instead of one each, which exhausts a Colab's memory); and every batch is padded to the
+same length, 128 tokens (XLA compiles a new graph for every new shape).
+
+Run:   python step4_tpu_notebook/train.py --num-processes 2 --output-dir outputs/step4
+       or open step4_tpu_notebook/tpu_training.ipynb in Jupyter, Colab or Kaggle
+Diff:  diff -u step3_distributed_eval/train.py step4_tpu_notebook/train.py
+"""
+
+# %%
+import time
+
+import evaluate
+import torch
+from accelerate import Accelerator  # step 2
+from accelerate import notebook_launcher  # step 4
+from accelerate.utils import is_torch_xla_available  # step 4
+from torch.optim import AdamW
+from tqdm.auto import tqdm
+from transformers import AutoModelForSequenceClassification, get_scheduler, set_seed
+
+from common.checkpoint import load_tokenizer, resolve_checkpoint
+from common.cli import parse_args
+from common.data import get_dataloaders, load_mrpc
+from common.metric import GLUE_MRPC_METRIC
+from common.output import write_metrics
+
+
+# %%
+def training_function(model, args):  # step 4: the model comes in from outside
+    # step 2: knows the device(s) and how many processes there are.
+    # step 4: created here, inside the launched function. With no GPU or TPU, cpu=True makes
+    # the processes of notebook_launcher one group (gloo on the CPU); without it each would
+    # be a separate one-process run that only sees its own data.
+    accelerator = Accelerator(cpu=not (torch.cuda.is_available() or is_torch_xla_available()))
+    accelerator.print(accelerator.state)  # step 3: what was launched: processes, backend, device
+
+    # step 4: set_seed(args.seed) moved to main(), before the model is created there
+
+    # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
+    # step 4: not any more: every batch is padded to 128 tokens, the same shape every time,
+    # because XLA compiles a new graph for each new shape
+    raw_datasets = load_mrpc(args.dataset)
+    tokenizer = load_tokenizer(model.name_or_path)  # step 4: the model knows its checkpoint
+    train_dataloader, eval_dataloader = get_dataloaders(
+        raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size, pad_to_max_length=128
+    )
+
+    # step 4: the model is no longer created here: main() creates it and passes it in
+    optimizer = AdamW(model.parameters(), lr=args.lr)
+
+    # step 2: prepare() puts the model and every batch on the right device (no more .to(device))
+    # and wraps them for distributed training when there is more than one process
+    train_dataloader, eval_dataloader, model, optimizer = accelerator.prepare(
+        train_dataloader, eval_dataloader, model, optimizer
+    )
+
+    # the learning rate falls linearly from lr to 0 over all the training steps
+    num_training_steps = args.epochs * len(train_dataloader)
+    if args.max_train_steps:  # a shorter run, for tests
+        num_training_steps = min(num_training_steps, args.max_train_steps)
+    lr_scheduler = get_scheduler(
+        "linear", optimizer=optimizer, num_warmup_steps=0, num_training_steps=num_training_steps
+    )
+
+    # the training loop
+    # step 3: one progress bar per machine, not one per process
+    progress_bar = tqdm(range(num_training_steps), disable=not accelerator.is_local_main_process)
+    train_losses = []
+    start = time.perf_counter()
+    model.train()
+    for epoch in range(args.epochs):
+        for batch in train_dataloader:
+            if len(train_losses) == num_training_steps:
+                break
+            # step 2: no batch.to(device) any more: the prepared dataloader did it
+            outputs = model(**batch)
+            loss = outputs.loss
+            accelerator.backward(loss)  # step 2: replaces loss.backward(); syncs gradients
+
+            optimizer.step()
+            lr_scheduler.step()
+            optimizer.zero_grad()
+            progress_bar.update(1)
+            train_losses.append(loss.item())
+    train_seconds = time.perf_counter() - start
+
+    # evaluation: predictions for the whole validation split, then the metric
+    metric = evaluate.load(GLUE_MRPC_METRIC)  # the course: evaluate.load("glue", "mrpc")
+    all_predictions = []
+    all_labels = []  # step 3: the labels travel with the predictions
+    start = time.perf_counter()
+    model.eval()
+    for batch in eval_dataloader:
+        # step 2: no batch.to(device) here either
+        with torch.no_grad():
+            outputs = model(**batch)
+        predictions = torch.argmax(outputs.logits, dim=-1)
+        # step 3: each process has only its own batches; gather them from every process
+        all_predictions.append(accelerator.gather(predictions))
+        all_labels.append(accelerator.gather(batch["labels"]))
+    # step 3: to give every process full batches, the last ones were completed with samples
+    # from the start of the dataset; they sit at the end, so keep the first len(dataset).
+    # (Newer code writes accelerator.gather_for_metrics(...) in the loop, which does both.)
+    gathered = torch.cat(all_predictions)
+    predictions = gathered[: len(eval_dataloader.dataset)]
+    labels = torch.cat(all_labels)[: len(eval_dataloader.dataset)]
+    eval_metric = metric.compute(predictions=predictions, references=labels)
+    eval_seconds = time.perf_counter() - start
+
+    results = {
+        "accuracy": eval_metric["accuracy"], "f1": eval_metric["f1"],
+        "eval_samples": len(predictions), "predictions": predictions.tolist(),
+        "train_losses": train_losses, "num_processes": accelerator.num_processes,  # step 2
+        "train_seconds": train_seconds, "eval_seconds": eval_seconds,
+        "eval_gathered": len(gathered),  # step 3: before the duplicated tail was cut
+    }
+    accelerator.print(f"gathered {len(gathered)} predictions, kept {len(predictions)}")  # step 3
+    accelerator.print(f"validation: accuracy {eval_metric['accuracy']:.4f}, "
+          f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)")
+    if accelerator.is_main_process:  # step 3: one process writes the results, not all of them
+        path = write_metrics(args.output_dir, args, results)
+        print(f"metrics written to {path}")
+
+
+# %%
+def main():
+    args = parse_args(description=__doc__)
+    # step 4: the model is created once, before the launch, and shared by every process
+    # (a TPU's cores share this one copy instead of loading 8); the seed first, as before
+    set_seed(args.seed)
+    checkpoint = resolve_checkpoint(args.checkpoint)
+    model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
+    # step 4: start training_function on num_processes processes; on a Colab or Kaggle TPU,
+    # on every TPU core
+    notebook_launcher(training_function, (model, args), num_processes=args.num_processes)
+
+
+if __name__ == "__main__":
+    main()
