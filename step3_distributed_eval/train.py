@@ -6,10 +6,11 @@ processes, and the few samples that Accelerate repeated to give every process fu
 batches are cut off the end before the metric. Only the main process prints, shows a
 progress bar and writes the results (`accelerator.print`, `accelerator.is_main_process`).
 
-Run:   accelerate launch --cpu --multi_gpu --num_processes 2 --num_machines 1 \
-           --mixed_precision no --dynamo_backend no \
+Run:   ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 \
+           --num_machines 1 --mixed_precision no --dynamo_backend no \
            step3_distributed_eval/train.py --output-dir outputs/step3
-       (two real processes on a CPU-only machine; on a multi-GPU machine drop --cpu)
+       (two real processes on a CPU-only machine; on a machine with 2 GPUs, leave out
+       ACCELERATE_USE_CPU=1)
 Diff:  diff -u step2_accelerate/train.py step3_distributed_eval/train.py
 """
 

@@ -25,7 +25,7 @@ def offline_env(**extra):
     so no test waits for network retries, whatever the machine."""
     env = dict(os.environ)
     env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_DISABLE_TELEMETRY="1",
-               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", ACCELERATE_USE_CPU="1")
     env.pop("HF_HUB_OFFLINE", None)
     env.update(extra)
     return env
@@ -75,11 +75,12 @@ def accelerate_launch_command(num_processes, script_and_args, num_machines=1, ma
                               port=None):
     """Return the command that launches a script on real CPU processes (gloo).
 
-    --cpu makes Accelerate use gloo on the CPU; without it, --multi_gpu on a CPU-only machine
-    starts processes that each believe they are alone. Every setting is on the command line,
-    so an `accelerate config` file on the machine cannot change what runs.
+    Run it with ACCELERATE_USE_CPU=1 in the environment (run_command and offline_env set it):
+    without it, --multi_gpu on a CPU-only machine starts processes that each believe they
+    are alone, and without --multi_gpu only one process starts. Every setting is on the
+    command line, so an `accelerate config` file on the machine cannot change what runs.
     """
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--multi_gpu",
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
                "--num_processes", str(num_processes), "--num_machines", str(num_machines),
                "--mixed_precision", "no", "--dynamo_backend", "no",
                "--main_process_port", str(port or free_port())]

@@ -80,7 +80,7 @@ def test_multi_process_evaluation_equals_single_process_evaluation(tmp_path, two
     correct = sum(p == y for p, y in zip(reference["predictions"], labels))
     assert metrics["accuracy"] == correct / VALIDATION_SIZE
     # what a student sees: the state of process 0, and the counts
-    assert "Distributed environment: MULTI_CPU  Backend: gloo" in result.stdout
+    assert "Distributed environment: DistributedType.MULTI_CPU  Backend: gloo" in result.stdout
     assert f"Num processes: {n}" in result.stdout
     assert f"gathered {metrics['eval_gathered']} predictions, kept 408" in result.stdout
     # one process prints: the result line appears once, not n times

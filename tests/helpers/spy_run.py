@@ -49,8 +49,17 @@ def report(args):
         "backend": state.backend,
         "device": str(state.device),
     }))
-    if not state.is_main_process:
-        return
+    if state.is_main_process:
+        evaluate_alone(args)
+    # every process waits for the main one's extra evaluation, then all leave the group
+    # together (without this, the main process aborted at exit, "terminate called without
+    # an active exception", once the others had gone)
+    state.wait_for_everyone()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+def evaluate_alone(args):
     from common.checkpoint import load_tokenizer, resolve_checkpoint
     from common.data import get_dataloaders, load_mrpc
 
