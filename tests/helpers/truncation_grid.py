@@ -49,3 +49,8 @@ if accelerator.is_main_process:
         "distributed_type": str(accelerator.distributed_type),
         "cases": cases,
     }))
+
+# all processes leave together (the main process aborted at exit now and then, "terminate
+# called without an active exception", when the others had already gone)
+accelerator.wait_for_everyone()
+torch.distributed.destroy_process_group()

@@ -1,0 +1,95 @@
+"""The XLA lane: step 4 on torch_xla's CPU backend, through notebook_launcher's TPU branch.
+
+Run with `make xla-lane` (tools/xla_lane.sh), which builds .venv-xla with torch 2.9.0 and
+torch_xla 2.9.0. In the course's own environment (torch 2.13.0, no torch_xla) these tests
+skip. One XLA device only: several XLA devices on a CPU deadlock in their first collective.
+"""
+
+import json
+import shutil
+import sys
+
+import pytest
+
+from common.checkpoint import EMBEDDED_CHECKPOINT
+from conftest import REPO, assert_ok, read_metrics, run_command
+
+pytestmark = pytest.mark.xla
+pytest.importorskip("torch_xla", reason="torch_xla is not installed here; the XLA lane runs "
+                    "in its own environment: make xla-lane")
+
+XLA_RUN = REPO / "tests" / "helpers" / "xla_run.py"
+# notebook_launcher takes its TPU branch only in Colab or Kaggle with TPU_NAME set: look like
+# a Kaggle kernel; PJRT_DEVICE=CPU gives one XLA device on the CPU; off a real TPU,
+# Accelerate reads the local rank from LOCAL_RANK (without it nothing is printed)
+TPU_BRANCH = dict(PJRT_DEVICE="CPU", KAGGLE_KERNEL_RUN_TYPE="Interactive", TPU_NAME="cpu",
+                  LOCAL_RANK="0", ACCELERATE_USE_CPU="0")
+SHORT = ["--max-train-steps", "16", "--eval-batch-size", "32"]
+
+
+@pytest.fixture(scope="module")
+def no_dropout(tmp_path_factory):
+    """A copy of the embedded checkpoint with dropout off (see the comparison below)."""
+    folder = tmp_path_factory.mktemp("xla") / "bert"
+    shutil.copytree(EMBEDDED_CHECKPOINT, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def xla_run(tmp_path, name, *flags):
+    out = tmp_path / name
+    result = run_command([sys.executable, XLA_RUN, out / "report.json", "--output-dir", out,
+                          "--num-processes", "1", *SHORT, *[str(f) for f in flags]], **TPU_BRANCH)
+    assert_ok(result)
+    assert "Launching a training on TPU cores." in result.stdout
+    return json.loads((out / "report.json").read_text()), read_metrics(out), result
+
+
+@pytest.fixture(scope="module")
+def fixed(tmp_path_factory, no_dropout):
+    return xla_run(tmp_path_factory.mktemp("fixed"), "run", "--checkpoint", no_dropout)
+
+
+def test_step4_trains_on_an_xla_device_through_the_tpu_branch(fixed):
+    report, metrics, result = fixed
+    assert report["distributed_type"] == "DistributedType.XLA"
+    assert report["device"] == "xla:0" and report["num_processes"] == 1
+    assert "gathered 408 predictions, kept 408" in result.stdout
+    assert metrics["eval_samples"] == 408 and len(metrics["train_losses"]) == 16
+
+
+def test_fixed_shapes_stop_compiling_after_the_first_steps(fixed, tmp_path, no_dropout):
+    fixed_counts = fixed[0]["compiles_after_each_step"]
+    dynamic = xla_run(tmp_path, "dynamic", "--checkpoint", no_dropout, "--dynamic-padding")[0]
+    dynamic_counts = dynamic["compiles_after_each_step"]
+    print(f"\nXLA compilations after each of 16 optimizer steps:\n"
+          f"  fixed padding (128):  {fixed_counts}  (end of run: {fixed[0]['compiles_at_the_end']})\n"
+          f"  dynamic padding:      {dynamic_counts}  (end of run: {dynamic['compiles_at_the_end']})")
+    # fixed shapes: the graphs of the first steps (the step before and after the optimizer's
+    # state appears) are reused for every later step
+    assert fixed_counts[4] == fixed_counts[-1]
+    # dynamic padding: new lengths keep arriving, and each one compiles new graphs
+    assert dynamic_counts[-1] > dynamic_counts[4] > fixed_counts[4]
+    assert dynamic["compiles_at_the_end"] > 2 * fixed[0]["compiles_at_the_end"]
+
+
+def test_xla_metrics_are_close_to_the_same_run_on_plain_cpu(fixed, tmp_path, no_dropout):
+    _, on_xla, _ = fixed
+    out = tmp_path / "cpu"
+    # the same run without torch_xla (Accelerate ignores it with USE_TORCH_XLA=0): plain CPU
+    assert_ok(run_command([sys.executable, REPO / "step4_tpu_notebook" / "train.py",
+                           "--output-dir", out, "--num-processes", "1", *SHORT,
+                           "--checkpoint", no_dropout], USE_TORCH_XLA="0"))
+    on_cpu = read_metrics(out)
+    # Dropout is off, so both runs compute the same function on the same batches in the same
+    # order. XLA fuses and reorders the float operations of the graph, so the results differ
+    # in the last bits, and those differences grow a little over 16 optimizer steps: the
+    # losses agree to a relative 1e-3, and a prediction flips only where the two logits were
+    # already within a hair of each other (at most 2 of 408 pairs).
+    for a, b in zip(on_cpu["train_losses"], on_xla["train_losses"]):
+        assert b == pytest.approx(a, rel=1e-3)
+    flipped = sum(a != b for a, b in zip(on_cpu["predictions"], on_xla["predictions"]))
+    assert flipped <= 2
+    assert abs(on_cpu["accuracy"] - on_xla["accuracy"]) <= 2 / 408
