@@ -104,8 +104,8 @@ def training_function(args):
     # from the start of the dataset; they sit at the end, so keep the first len(dataset).
     # (Newer code writes accelerator.gather_for_metrics(...) in the loop, which does both.)
     gathered = torch.cat(all_predictions)
-    predictions = gathered[: len(eval_dataloader.dataset)]
-    labels = torch.cat(all_labels)[: len(eval_dataloader.dataset)]
+    predictions = gathered[: len(raw_datasets["validation"])]
+    labels = torch.cat(all_labels)[: len(raw_datasets["validation"])]
     eval_metric = metric.compute(predictions=predictions, references=labels)
     eval_seconds = time.perf_counter() - start
 

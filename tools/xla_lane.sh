@@ -14,7 +14,7 @@ if [ ! -f "$VENV/.installed" ]; then
     "$VENV/bin/python" -m pip install --quiet torch==2.9.0 torch_xla==2.9.0
     grep -vE '^(torch==|#|$)' requirements.txt > "$VENV/requirements-xla.txt"
     "$VENV/bin/python" -m pip install --quiet -r "$VENV/requirements-xla.txt"
-    "$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e .
+    "$VENV/bin/python" -m pip install --quiet --no-deps -e .
     touch "$VENV/.installed"
 fi
 PJRT_DEVICE=CPU exec "$VENV/bin/python" -m pytest -m xla -v -s tests/test_xla.py "$@"
