@@ -104,8 +104,10 @@ def training_function(args):
         "train_losses": train_losses, "num_processes": accelerator.num_processes,  # step 2
         "train_seconds": train_seconds, "eval_seconds": eval_seconds,
     }
-    print(f"validation: accuracy {eval_metric['accuracy']:.4f}, "
-          f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)")
+    print(
+        f"validation: accuracy {eval_metric['accuracy']:.4f}, "
+        f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)"
+    )
     path = write_metrics(args.output_dir, args, results)
     print(f"metrics written to {path}")
 

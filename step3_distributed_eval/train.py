@@ -101,7 +101,7 @@ def training_function(args):
         all_predictions.append(accelerator.gather(predictions))
         all_labels.append(accelerator.gather(batch["labels"]))
     # step 3: to give every process full batches, the last ones were completed with samples
-    # from the start of the dataset; they sit at the end, so keep the first len(dataset).
+    # from the start of the dataset; they sit at the end, so keep as many as the split has.
     # (Newer code writes accelerator.gather_for_metrics(...) in the loop, which does both.)
     gathered = torch.cat(all_predictions)
     predictions = gathered[: len(raw_datasets["validation"])]
@@ -117,8 +117,10 @@ def training_function(args):
         "eval_gathered": len(gathered),  # step 3: before the duplicated tail was cut
     }
     accelerator.print(f"gathered {len(gathered)} predictions, kept {len(predictions)}")  # step 3
-    accelerator.print(f"validation: accuracy {eval_metric['accuracy']:.4f}, "
-          f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)")
+    accelerator.print(
+        f"validation: accuracy {eval_metric['accuracy']:.4f}, "
+        f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)"
+    )
     if accelerator.is_main_process:  # step 3: one process writes the results, not all of them
         path = write_metrics(args.output_dir, args, results)
         print(f"metrics written to {path}")

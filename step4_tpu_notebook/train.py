@@ -107,7 +107,7 @@ def training_function(model, args):  # step 4: the model comes in from outside
         all_predictions.append(accelerator.gather(predictions))
         all_labels.append(accelerator.gather(batch["labels"]))
     # step 3: to give every process full batches, the last ones were completed with samples
-    # from the start of the dataset; they sit at the end, so keep the first len(dataset).
+    # from the start of the dataset; they sit at the end, so keep as many as the split has.
     # (Newer code writes accelerator.gather_for_metrics(...) in the loop, which does both.)
     gathered = torch.cat(all_predictions)
     predictions = gathered[: len(raw_datasets["validation"])]
@@ -123,8 +123,10 @@ def training_function(model, args):  # step 4: the model comes in from outside
         "eval_gathered": len(gathered),  # step 3: before the duplicated tail was cut
     }
     accelerator.print(f"gathered {len(gathered)} predictions, kept {len(predictions)}")  # step 3
-    accelerator.print(f"validation: accuracy {eval_metric['accuracy']:.4f}, "
-          f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)")
+    accelerator.print(
+        f"validation: accuracy {eval_metric['accuracy']:.4f}, "
+        f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)"
+    )
     if accelerator.is_main_process:  # step 3: one process writes the results, not all of them
         path = write_metrics(args.output_dir, args, results)
         print(f"metrics written to {path}")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from common.checkpoint import EMBEDDED_CHECKPOINT
+
 REPO = Path(__file__).resolve().parent.parent
 STEPS = {
     1: REPO / "step1_plain_loop" / "train.py",
@@ -87,3 +89,16 @@ def accelerate_launch_command(num_processes, script_and_args, num_machines=1, ma
     if num_machines > 1:
         command += ["--machine_rank", str(machine_rank), "--main_process_ip", "127.0.0.1"]
     return command + [str(part) for part in script_and_args]
+
+
+@pytest.fixture(scope="session")
+def checkpoint_without_dropout(tmp_path_factory):
+    """A copy of the embedded checkpoint whose config turns dropout off: two runs that differ
+    only in tensor shapes (padding) then compute the same function."""
+    import shutil
+    folder = tmp_path_factory.mktemp("no_dropout") / "bert"
+    shutil.copytree(EMBEDDED_CHECKPOINT, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder

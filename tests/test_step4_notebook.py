@@ -3,14 +3,12 @@ and the two things a TPU notebook must get right (the Accelerator inside the fun
 the model outside it)."""
 
 import json
-import shutil
 import sys
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from common.checkpoint import EMBEDDED_CHECKPOINT
 from conftest import REPO, SHORT_RUN, STEPS, accelerate_launch_command, assert_ok, read_metrics, run_command
 
 sys.path.insert(0, str(REPO))
@@ -40,17 +38,6 @@ def test_notebook_launcher_runs_two_real_processes(step4_two_processes):
     assert metrics["eval_gathered"] == 416 and metrics["eval_samples"] == 408
     assert "Num processes: 2" in result.stdout
     assert "gathered 416 predictions, kept 408" in result.stdout
-
-
-@pytest.fixture(scope="module")
-def checkpoint_without_dropout(tmp_path_factory):
-    """A copy of the embedded checkpoint whose config turns dropout off."""
-    folder = tmp_path_factory.mktemp("no_dropout") / "bert"
-    shutil.copytree(EMBEDDED_CHECKPOINT, folder)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def test_step4_matches_step3_on_the_same_number_of_processes(tmp_path, checkpoint_without_dropout):

@@ -6,12 +6,10 @@ skip. One XLA device only: several XLA devices on a CPU deadlock in their first 
 """
 
 import json
-import shutil
 import sys
 
 import pytest
 
-from common.checkpoint import EMBEDDED_CHECKPOINT
 from conftest import REPO, assert_ok, read_metrics, run_command
 
 pytestmark = pytest.mark.xla
@@ -27,17 +25,6 @@ TPU_BRANCH = dict(PJRT_DEVICE="CPU", KAGGLE_KERNEL_RUN_TYPE="Interactive", TPU_N
 SHORT = ["--max-train-steps", "16", "--eval-batch-size", "32"]
 
 
-@pytest.fixture(scope="module")
-def no_dropout(tmp_path_factory):
-    """A copy of the embedded checkpoint with dropout off (see the comparison below)."""
-    folder = tmp_path_factory.mktemp("xla") / "bert"
-    shutil.copytree(EMBEDDED_CHECKPOINT, folder)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
-
-
 def xla_run(tmp_path, name, *flags):
     out = tmp_path / name
     result = run_command([sys.executable, XLA_RUN, out / "report.json", "--output-dir", out,
@@ -48,8 +35,8 @@ def xla_run(tmp_path, name, *flags):
 
 
 @pytest.fixture(scope="module")
-def fixed(tmp_path_factory, no_dropout):
-    return xla_run(tmp_path_factory.mktemp("fixed"), "run", "--checkpoint", no_dropout)
+def fixed(tmp_path_factory, checkpoint_without_dropout):
+    return xla_run(tmp_path_factory.mktemp("fixed"), "run", "--checkpoint", checkpoint_without_dropout)
 
 
 def test_step4_trains_on_an_xla_device_through_the_tpu_branch(fixed):
@@ -60,9 +47,9 @@ def test_step4_trains_on_an_xla_device_through_the_tpu_branch(fixed):
     assert metrics["eval_samples"] == 408 and len(metrics["train_losses"]) == 16
 
 
-def test_fixed_shapes_stop_compiling_after_the_first_steps(fixed, tmp_path, no_dropout):
+def test_fixed_shapes_stop_compiling_after_the_first_steps(fixed, tmp_path, checkpoint_without_dropout):
     fixed_counts = fixed[0]["compiles_after_each_step"]
-    dynamic = xla_run(tmp_path, "dynamic", "--checkpoint", no_dropout, "--dynamic-padding")[0]
+    dynamic = xla_run(tmp_path, "dynamic", "--checkpoint", checkpoint_without_dropout, "--dynamic-padding")[0]
     dynamic_counts = dynamic["compiles_after_each_step"]
     print(f"\nXLA compilations after each of 16 optimizer steps:\n"
           f"  fixed padding (128):  {fixed_counts}  (end of run: {fixed[0]['compiles_at_the_end']})\n"
