@@ -89,7 +89,7 @@ def test_multi_process_evaluation_equals_single_process_evaluation(tmp_path, two
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_gather_and_truncate_over_a_grid_of_sizes(tmp_path, n):
-    result = run_command(accelerate_launch_command(n, [GRID, tmp_path]))
+    result = run_command(accelerate_launch_command(n, [GRID, tmp_path, n]))
     assert_ok(result)
     report = json.loads((tmp_path / "grid.json").read_text())
     assert report["num_processes"] == n

@@ -1,6 +1,6 @@
 """Gather-and-truncate against Accelerate's own sharding, over a grid of sizes.
 
-    accelerate launch --cpu --multi_gpu --num_processes N truncation_grid.py REPORT_DIR
+    ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N truncation_grid.py REPORT_DIR N
 
 For every dataset size and batch size of the grid, each process iterates its share of a
 DataLoader prepared by Accelerate (even_batches=True, the default), gathers what it saw, and
@@ -22,6 +22,9 @@ SIZES = [1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 24, 31, 33, 100, 408]
 BATCH_SIZES = [1, 3, 4, 8]
 
 accelerator = Accelerator()
+# every process checks, from inside, that the launch gave it the group it was asked for
+assert accelerator.num_processes == int(sys.argv[2]), accelerator.state
+assert str(accelerator.distributed_type) == "DistributedType.MULTI_CPU", accelerator.state
 cases = []
 for size in SIZES:
     for batch_size in BATCH_SIZES:
