@@ -6,7 +6,7 @@ from huggingface_hub import try_to_load_from_cache
 from transformers import AutoTokenizer
 
 from common.cli import fail
-from common.hub import hub_offline_mode, hub_reachable
+from common.hub import hub_out_of_reach
 
 EMBEDDED_CHECKPOINT = Path(__file__).resolve().parent / "embedded_checkpoint"
 
@@ -28,7 +28,7 @@ def resolve_checkpoint(name):
              "save_pretrained, a hub id such as bert-base-cased, or leave --checkpoint out "
              "for the embedded tiny BERT")
     cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
-    if not cached and not hub_offline_mode() and not hub_reachable():
+    if not cached and hub_out_of_reach():
         fail(f"checkpoint {name!r} is a Hugging Face Hub id, but the hub cannot be reached "
              "and it is not in the local cache; leave --checkpoint out to use the embedded "
              "tiny BERT, or pass a local folder saved with save_pretrained")

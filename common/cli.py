@@ -4,6 +4,7 @@ import argparse
 import os
 import shlex
 import sys
+from pathlib import Path
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -69,10 +70,15 @@ def parse_args(argv=None, description=None):
                              "1-3 get theirs from the launcher: accelerate launch "
                              "--num_processes N)")
     args = parser.parse_args(argv)
-    from common.data import check_dataset_name  # here: common.data imports this module
-
     check_dataset_name(args.dataset)  # before any model is loaded: fail fast, in one line
     return args
+
+
+def check_dataset_name(name):
+    """Exit with one error line unless name is 'embedded', 'glue' or an existing folder."""
+    if name not in ("embedded", "glue") and not Path(name).is_dir():
+        fail(f"unknown dataset {name!r}: use 'embedded' (the default), 'glue', or a folder "
+             "with train and validation files (csv, json/jsonl or parquet)")
 
 
 def fail(message):

@@ -10,8 +10,8 @@ from datasets import disable_progress_bars, load_dataset
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding
 
-from common.cli import fail
-from common.hub import hub_offline_mode, hub_reachable
+from common.cli import check_dataset_name, fail
+from common.hub import hub_out_of_reach
 
 EMBEDDED_DATA = Path(__file__).resolve().parent / "embedded_data"
 MRPC_COLUMNS = ("sentence1", "sentence2", "label")
@@ -32,7 +32,7 @@ def load_mrpc(name):
     if name == "embedded":
         return check_mrpc(load_dataset(str(EMBEDDED_DATA)), "the embedded dataset")
     if name == "glue":
-        if not hub_offline_mode() and not hub_reachable():
+        if hub_out_of_reach():
             fail("--dataset glue loads nyu-mll/glue (mrpc) from the Hugging Face Hub, which "
                  "cannot be reached; leave --dataset out to use the embedded MRPC-shaped "
                  "pairs, pass a local folder of MRPC files, or set HF_HUB_OFFLINE=1 to use a "
@@ -49,13 +49,6 @@ def load_mrpc(name):
         fail(f"cannot load dataset folder {name}: {first_line}; it needs train and validation "
              "files (csv, json/jsonl or parquet) with columns sentence1, sentence2, label")
     return check_mrpc(raw, f"dataset folder {name}")
-
-
-def check_dataset_name(name):
-    """Exit with one error line unless name is 'embedded', 'glue' or an existing folder."""
-    if name not in ("embedded", "glue") and not Path(name).is_dir():
-        fail(f"unknown dataset {name!r}: use 'embedded' (the default), 'glue', or a folder "
-             "with train and validation files (csv, json/jsonl or parquet)")
 
 
 def check_mrpc(raw, what):

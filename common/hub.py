@@ -10,9 +10,10 @@ from urllib.parse import urlparse
 from huggingface_hub import constants
 
 
-def hub_offline_mode():
-    """Return True if the user asked for offline mode (HF_HUB_OFFLINE=1): use the cache only."""
-    return bool(constants.HF_HUB_OFFLINE)
+def hub_out_of_reach():
+    """Return True if a hub download would only fail: the hub cannot be reached, and the user
+    did not ask for offline mode (HF_HUB_OFFLINE=1, the cache only, no download tried)."""
+    return not constants.HF_HUB_OFFLINE and not hub_reachable()
 
 
 def hub_reachable(timeout=3.0):

@@ -28,10 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tools.baselines import baselines  # noqa: E402
+from tools.run_course import STEPS  # noqa: E402  (the launch commands of the course)
 
-STEP_SCRIPTS = {1: "step1_plain_loop/train.py", 2: "step2_accelerate/train.py"}
-LAUNCH_2 = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
-            "2", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
 
 
 def run(command, out=None, **env):
@@ -94,7 +92,7 @@ def main():
     wall, train, metrics = defaultdict(list), defaultdict(list), {}
     for n, step in enumerate(order):
         out = Path(args.output_dir) / f"step{step}-{n}"
-        seconds, m = run([sys.executable, STEP_SCRIPTS[step], "--output-dir", str(out)], out)
+        seconds, m = run([*STEPS[step][2], "--output-dir", str(out)], out)
         wall[step].append(seconds)
         train[step].append(m["train_seconds"])
         metrics[step] = m
@@ -102,8 +100,7 @@ def main():
               file=sys.stderr)
 
     out3 = Path(args.output_dir) / "step3"
-    wall3, m3 = run([*LAUNCH_2, "step3_distributed_eval/train.py", "--output-dir", str(out3)],
-                    out3, ACCELERATE_USE_CPU="1")
+    wall3, m3 = run([*STEPS[3][2], "--output-dir", str(out3)], out3, ACCELERATE_USE_CPU="1")
     out4 = Path(args.output_dir) / "notebook"
     wall4 = run_notebook(out4)
     m4 = json.loads((out4 / "metrics.json").read_text())
