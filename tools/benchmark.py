@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tools.baselines import baselines  # noqa: E402
-from tools.run_course import STEPS  # noqa: E402  (the launch commands of the course)
+from tools import run_course  # noqa: E402  (the course's launches)
 
 
 
@@ -86,13 +86,15 @@ def main():
     parser.add_argument("--output-dir", default="outputs/benchmark")
     args = parser.parse_args()
 
+    launches = run_course.plan(*run_course.machine()[:2])
     order = []
     for i in range(args.repeats):
         order += [1, 2] if i % 2 == 0 else [2, 1]
     wall, train, metrics = defaultdict(list), defaultdict(list), {}
     for n, step in enumerate(order):
         out = Path(args.output_dir) / f"step{step}-{n}"
-        seconds, m = run([*STEPS[step][2], "--output-dir", str(out)], out)
+        seconds, m = run([*launches[step].command, "--output-dir", str(out)], out,
+                         **launches[step].env)
         wall[step].append(seconds)
         train[step].append(m["train_seconds"])
         metrics[step] = m
@@ -100,14 +102,14 @@ def main():
               file=sys.stderr)
 
     out3 = Path(args.output_dir) / "step3"
-    wall3, m3 = run([*STEPS[3][2], "--output-dir", str(out3)], out3, ACCELERATE_USE_CPU="1")
+    wall3, m3 = run([*launches[3].command, "--output-dir", str(out3)], out3, **launches[3].env)
     out4 = Path(args.output_dir) / "notebook"
     wall4 = run_notebook(out4)
     m4 = json.loads((out4 / "metrics.json").read_text())
     print(f"  step 3: {wall3:.1f} s wall; notebook: {wall4:.1f} s", file=sys.stderr)
 
     from common.data import load_mrpc
-    from common.make_embedded_data import generate
+    from common.embedded_data.generate import generate
 
     base = baselines(load_mrpc("embedded"))
     m1, m2 = metrics[1], metrics[2]

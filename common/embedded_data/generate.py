@@ -1,7 +1,8 @@
-"""Generate the embedded MRPC-shaped paraphrase corpus in common/embedded_data/.
+"""Generate the embedded MRPC-shaped paraphrase corpus: the .jsonl files beside this file.
 
-Run:  python -m common.make_embedded_data          (rewrites the three .jsonl files)
-      python -m common.make_embedded_data --check  (exit 1 if the committed files differ)
+Run:  python -m common.embedded_data.generate             (rewrites the three .jsonl files)
+      python -m common.embedded_data.generate --check     (exit 1 if the committed files differ)
+      python -m common.embedded_data.generate --out DIR   (writes them into DIR instead)
 
 The corpus imitates GLUE MRPC: news-style sentence pairs, columns sentence1, sentence2,
 label (1 = paraphrase) and idx, split sizes 3,668 / 408 / 1,725 and the real MRPC's label
@@ -30,7 +31,7 @@ import re
 import sys
 from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent / "embedded_data"
+DATA_DIR = Path(__file__).resolve().parent
 SEED = 20240917
 # (split, pairs, paraphrases): the sizes and label counts of the real GLUE MRPC
 SPLITS = [("train", 3668, 2474), ("validation", 408, 279), ("test", 1725, 1147)]
@@ -496,12 +497,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="compare with the committed files instead of writing them")
+    parser.add_argument("--out", type=Path, default=DATA_DIR,
+                        help="the folder to write (default: this file's own folder)")
     args = parser.parse_args()
     splits = generate()
-    DATA_DIR.mkdir(exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     stale = []
     for split, rows in splits.items():
-        path = DATA_DIR / f"{split}.jsonl"
+        path = args.out / f"{split}.jsonl"
         text = as_jsonl(rows)
         if args.check:
             if not path.exists() or path.read_text(encoding="utf-8") != text:
@@ -511,7 +514,7 @@ def main():
             print(f"wrote {path} ({len(rows)} pairs, {sum(r['label'] for r in rows)} paraphrases)")
     if stale:
         sys.exit(f"error: {', '.join(stale)} differ from the generator; "
-                 "run python -m common.make_embedded_data")
+                 "run python -m common.embedded_data.generate")
 
 
 if __name__ == "__main__":

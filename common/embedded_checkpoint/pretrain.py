@@ -24,20 +24,23 @@ What it does, like a (very) small version of BERT's own recipe:
    checkpoint (the classification head is new, and transformers says so).
 """
 
+import argparse
 import json
+import os
 import random
 import shutil
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import normalizers, pre_tokenizers
 from transformers import BertConfig, BertForPreTraining, BertTokenizer, get_scheduler, set_seed
 
-from common.make_embedded_data import DATA_DIR
+from common.embedded_data.generate import DATA_DIR
 
-CHECKPOINT_DIR = Path(__file__).resolve().parent / "embedded_checkpoint"
+CHECKPOINT_DIR = Path(__file__).resolve().parent
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 VOCAB_SIZE = 2048
 MODEL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
@@ -55,19 +58,62 @@ def train_sentences():
     return sentences
 
 
+def learn_wordpiece_vocabulary(sentences, vocab_size=VOCAB_SIZE, min_frequency=2):
+    """Return a WordPiece vocabulary (a list of tokens, the special tokens first) learned from
+    the sentences the way the `tokenizers` library's WordPieceTrainer learns one: split into
+    words as BERT does, start from single characters ("##" marks a piece inside a word), and
+    merge the most frequent adjacent pair again and again until the vocabulary is full or no
+    pair occurs min_frequency times.
+
+    Written out here instead of calling that trainer because the trainer breaks ties between
+    equally frequent pairs by the order of a hash map, which changes from process to process
+    (three runs gave three vocabularies, one with other tokens). Here a tie goes to the pair
+    that comes first in alphabetical order, so the same sentences always give the same list.
+    """
+    normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    counts = Counter()
+    for sentence in sentences:
+        for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(sentence)):
+            counts[word] += 1
+    words = sorted(counts)  # a fixed order for everything below
+    pieces = {w: [w[0]] + ["##" + c for c in w[1:]] for w in words}
+    vocabulary = list(SPECIAL_TOKENS)
+    vocabulary += sorted({p for w in words for p in pieces[w]} - set(vocabulary))
+    known = set(vocabulary)
+    while len(vocabulary) < vocab_size:
+        pairs = Counter()
+        for w in words:
+            split = pieces[w]
+            for a, b in zip(split, split[1:]):
+                pairs[a, b] += counts[w]
+        if not pairs:
+            break
+        (a, b), count = min(pairs.items(), key=lambda item: (-item[1], item[0]))
+        if count < min_frequency:
+            break
+        merged = a + b[2:]
+        for w in words:
+            split = pieces[w]
+            i = 0
+            while i < len(split) - 1:
+                if split[i] == a and split[i + 1] == b:
+                    split[i:i + 2] = [merged]
+                i += 1
+        if merged not in known:
+            vocabulary.append(merged)
+            known.add(merged)
+    return vocabulary
+
+
 def build_tokenizer(sentences):
     """Return a cased BERT WordPiece tokenizer (a transformers BertTokenizer) whose
-    vocabulary the tokenizers library learned from the sentences."""
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=VOCAB_SIZE, special_tokens=SPECIAL_TOKENS,
-                                        min_frequency=2)
-    tok.train_from_iterator(sentences, trainer)
+    vocabulary learn_wordpiece_vocabulary learned from the sentences."""
+    vocabulary = learn_wordpiece_vocabulary(sentences)
     # BertTokenizer builds the standard BERT pipeline around this vocabulary (cased here):
     # [CLS] A [SEP] B [SEP] with token_type_ids 0 and 1, exactly like bert-base-cased's
-    return BertTokenizer(vocab=tok.get_vocab(), do_lower_case=False, strip_accents=False,
+    return BertTokenizer(vocab={token: i for i, token in enumerate(vocabulary)},
+                         do_lower_case=False, strip_accents=False,
                          model_max_length=MODEL["max_position_embeddings"])
 
 
@@ -164,11 +210,11 @@ def init_word_matching_head(model, scale=1.5, seed=0):
             projection.bias[:head] = 0.0
 
 
-def pretrain(model, tokenizer, sentences):
+def pretrain(model, tokenizer, sentences, seed):
     """Pretrain in place: masked LM on single sentences, plus the pair objective (the pair
     head on [CLS] and a token head that is thrown away afterwards, as ELECTRA's is)."""
-    rng = random.Random(PRETRAIN["seed"])
-    gen = torch.Generator().manual_seed(PRETRAIN["seed"])
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
     token_head = torch.nn.Linear(model.config.hidden_size, 1)
     steps, bs = PRETRAIN["steps"], PRETRAIN["batch_size"]
     parameters = list(model.parameters()) + list(token_head.parameters())
@@ -209,27 +255,45 @@ def pretrain(model, tokenizer, sentences):
                   f"token acc {tok_acc.item():.2f}  {time.time() - start:.0f}s", flush=True)
 
 
-def main():
-    # one thread: the float sums then come in the same order on every run, so a rebuild on
-    # the same machine gives the same weights (and this small model is no faster on more)
+def build(out, seed=PRETRAIN["seed"]):
+    """Build the checkpoint into the folder out (config, weights, tokenizer files). Returns
+    nothing; prints the pretraining's progress."""
+    # one thread, whatever the caller set: a sum of floats split over threads is added in
+    # another order, so only one thread gives the same weights, bit for bit, on every run
     torch.set_num_threads(1)
-    set_seed(PRETRAIN["seed"])
+    set_seed(seed)
     sentences = train_sentences()
     tokenizer = build_tokenizer(sentences)
     config = BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **MODEL)
     model = BertForPreTraining(config)
-    init_word_matching_head(model)
+    init_word_matching_head(model, seed=seed)
     print(f"tokenizer: {len(tokenizer)} tokens; model: "
           f"{sum(p.numel() for p in model.bert.parameters()) / 1e6:.2f} M encoder parameters")
-    pretrain(model, tokenizer, sentences)
-    # write into a fresh folder, then swap it in: an interrupted build leaves the old one whole
-    tmp = Path(tempfile.mkdtemp(dir=CHECKPOINT_DIR.parent, prefix=".checkpoint-"))
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    if CHECKPOINT_DIR.exists():
-        shutil.rmtree(CHECKPOINT_DIR)
-    tmp.rename(CHECKPOINT_DIR)
-    print(f"saved {CHECKPOINT_DIR}")
+    pretrain(model, tokenizer, sentences, seed)
+    # save into a fresh folder, then move each file into place: an interrupted build leaves
+    # the old files whole (and this builder, which lives in the same folder, untouched)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out, prefix=".checkpoint-"))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        for path in sorted(tmp.iterdir()):
+            os.replace(path, out / path.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"saved {out}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=CHECKPOINT_DIR,
+                        help="the folder to write (default: this file's own folder)")
+    parser.add_argument("--seed", type=int, default=PRETRAIN["seed"],
+                        help=f"the pretraining's seed (default: {PRETRAIN['seed']}, the committed "
+                             "checkpoint's)")
+    args = parser.parse_args()
+    build(args.out, args.seed)
 
 
 if __name__ == "__main__":
