@@ -1,15 +1,7 @@
-"""Step 1: the plain PyTorch training loop.
-
-The Hugging Face course, chapter 3, "A full training": fine-tune a BERT-style classifier
-on GLUE MRPC (is sentence 2 a paraphrase of sentence 1?) with a loop written by hand:
-AdamW, a linear learning-rate schedule, a tqdm bar, and the GLUE MRPC metric (accuracy
-and F1). The model and every batch are moved to the device by hand with `.to(device)`.
+"""Step 1 of 4: the plain PyTorch training loop, as in the Hugging Face course's "A full training".
 
 Run:   python step1_plain_loop/train.py --output-dir outputs/step1
-       (the embedded tiny BERT and MRPC-shaped pairs, offline; about 40 s on 2 CPU cores)
-       python step1_plain_loop/train.py --checkpoint bert-base-cased --dataset glue
-       (the course's own setup, from the Hugging Face Hub)
-Next:  diff -u step1_plain_loop/train.py step2_accelerate/train.py
+Read:  README.md, which explains each step; make lesson STEP=N shows step N's lesson as a diff
 """
 
 # %%

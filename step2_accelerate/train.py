@@ -1,15 +1,7 @@
-"""Step 2: the same loop with Hugging Face Accelerate.
-
-Step 1 plus the course's Accelerate change: create an `Accelerator()`, hand the
-dataloaders, model and optimizer to `accelerator.prepare(...)`, replace
-`loss.backward()` with `accelerator.backward(loss)`, and delete every device line.
-On one process it trains exactly as step 1 (same batches, same weights, same numbers);
-the same file runs unchanged on several GPUs or TPU cores.
+"""Step 2 of 4: step 1 with Accelerate: an Accelerator, prepare(), backward(), no device lines.
 
 Run:   python step2_accelerate/train.py --output-dir outputs/step2
-       accelerate launch step2_accelerate/train.py --output-dir outputs/step2
-       (the embedded tiny BERT and MRPC-shaped pairs, offline; about 40 s on 2 CPU cores)
-Diff:  diff -u step1_plain_loop/train.py step2_accelerate/train.py
+Read:  README.md, which explains each step; make lesson STEP=N shows step N's lesson as a diff
 """
 
 # %%
@@ -47,13 +39,16 @@ def training_function(args):
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
     optimizer = AdamW(model.parameters(), lr=args.lr)
 
-    # step 2: prepare() puts the model and every batch on the right device (no more .to(device))
-    # and wraps them for distributed training when there is more than one process
+    # step 2: prepare() puts the model and every batch on the right device (no more .to(device));
+    # on several processes it also gives each one its own share of the batches and wraps the
+    # model in DistributedDataParallel, which averages the gradients of all processes
     train_dataloader, eval_dataloader, model, optimizer = accelerator.prepare(
         train_dataloader, eval_dataloader, model, optimizer
     )
 
     # the learning rate falls linearly from lr to 0 over all the training steps
+    # step 2: built after prepare(), from this process's share of the batches, and not prepared:
+    # a prepared scheduler steps once per process at every optimizer step
     num_training_steps = args.epochs * len(train_dataloader)
     if args.max_train_steps:  # a shorter run, for tests
         num_training_steps = min(num_training_steps, args.max_train_steps)
@@ -73,7 +68,9 @@ def training_function(args):
             # step 2: no batch.to(device) any more: the prepared dataloader did it
             outputs = model(**batch)
             loss = outputs.loss
-            accelerator.backward(loss)  # step 2: replaces loss.backward(); syncs gradients
+            # step 2: instead of loss.backward(); it also divides the loss for gradient accumulation
+            # and scales it for fp16 when those are on (neither is, here)
+            accelerator.backward(loss)
 
             optimizer.step()
             lr_scheduler.step()

@@ -1,17 +1,9 @@
-"""Step 3: evaluation on several processes.
+"""Step 3 of 4: step 2 on several processes: gather the evaluation, one process writes.
 
-Step 2 plus distributed evaluation: every process evaluates its own share of the
-validation batches, `accelerator.gather` collects the predictions and labels of all
-processes, and the few samples that Accelerate repeated to give every process full
-batches are cut off the end before the metric. Only the main process prints, shows a
-progress bar and writes the results (`accelerator.print`, `accelerator.is_main_process`).
-
-Run:   ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 \
-           --num_machines 1 --mixed_precision no --dynamo_backend no \
-           step3_distributed_eval/train.py --output-dir outputs/step3
-       (two real processes on a CPU-only machine; on a machine with 2 GPUs, leave out
-       ACCELERATE_USE_CPU=1)
-Diff:  diff -u step2_accelerate/train.py step3_distributed_eval/train.py
+Run:   ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 --num_machines 1 \
+           --mixed_precision no --dynamo_backend no step3_distributed_eval/train.py \
+           --output-dir outputs/step3
+Read:  README.md, which explains each step; make lesson STEP=N shows step N's lesson as a diff
 """
 
 # %%
@@ -34,7 +26,9 @@ from common.output import write_metrics
 # %%
 def training_function(args):
     accelerator = Accelerator()  # step 2: knows the device(s) and how many processes there are
-    accelerator.print(accelerator.state)  # step 3: what was launched: processes, backend, device
+    # step 3: what was launched: processes, backend, device (accelerator.print prints on one
+    # process per machine)
+    accelerator.print(accelerator.state)
 
     set_seed(args.seed)
 
@@ -50,13 +44,16 @@ def training_function(args):
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
     optimizer = AdamW(model.parameters(), lr=args.lr)
 
-    # step 2: prepare() puts the model and every batch on the right device (no more .to(device))
-    # and wraps them for distributed training when there is more than one process
+    # step 2: prepare() puts the model and every batch on the right device (no more .to(device));
+    # on several processes it also gives each one its own share of the batches and wraps the
+    # model in DistributedDataParallel, which averages the gradients of all processes
     train_dataloader, eval_dataloader, model, optimizer = accelerator.prepare(
         train_dataloader, eval_dataloader, model, optimizer
     )
 
     # the learning rate falls linearly from lr to 0 over all the training steps
+    # step 2: built after prepare(), from this process's share of the batches, and not prepared:
+    # a prepared scheduler steps once per process at every optimizer step
     num_training_steps = args.epochs * len(train_dataloader)
     if args.max_train_steps:  # a shorter run, for tests
         num_training_steps = min(num_training_steps, args.max_train_steps)
@@ -65,7 +62,8 @@ def training_function(args):
     )
 
     # the training loop
-    # step 3: one progress bar per machine, not one per process
+    # step 3: one progress bar per machine, not one per process. On 2 processes each optimizer
+    # step takes a batch of 8 from each of them (16 pairs), so an epoch is half as many steps
     progress_bar = tqdm(range(num_training_steps), disable=not accelerator.is_local_main_process)
     train_losses = []
     start = time.perf_counter()
@@ -77,7 +75,9 @@ def training_function(args):
             # step 2: no batch.to(device) any more: the prepared dataloader did it
             outputs = model(**batch)
             loss = outputs.loss
-            accelerator.backward(loss)  # step 2: replaces loss.backward(); syncs gradients
+            # step 2: instead of loss.backward(); it also divides the loss for gradient accumulation
+            # and scales it for fp16 when those are on (neither is, here)
+            accelerator.backward(loss)
 
             optimizer.step()
             lr_scheduler.step()
@@ -124,6 +124,7 @@ def training_function(args):
     if accelerator.is_main_process:  # step 3: one process writes the results, not all of them
         path = write_metrics(args.output_dir, args, results)
         print(f"metrics written to {path}")
+    accelerator.end_training()  # step 3: each process leaves the process group before it exits
 
 
 # %%

@@ -1,17 +1,7 @@
-"""Step 4: the TPU notebook: one training function, started by notebook_launcher.
-
-Step 3 plus the launch change of Accelerate's TPU notebook ("simple NLP example"):
-`notebook_launcher(training_function, (model, args), num_processes=...)` starts the
-training from Python (a notebook cell) on every process or TPU core. Everything from the
-`Accelerator` to the final metric lives in `training_function`; the `Accelerator` is
-created inside it (created earlier, in the notebook, it would tie the notebook to one
-process); the model is created once, outside it (one copy shared by all the TPU cores
-instead of one each, which exhausts a Colab's memory); and every batch is padded to the
-same length, 128 tokens (XLA compiles a new graph for every new shape).
+"""Step 4 of 4: step 3 as Accelerate's TPU notebook: one function started by notebook_launcher.
 
 Run:   python step4_tpu_notebook/train.py --num-processes 2 --output-dir outputs/step4
-       or open step4_tpu_notebook/tpu_training.ipynb in Jupyter, Colab or Kaggle
-Diff:  diff -u step3_distributed_eval/train.py step4_tpu_notebook/train.py
+Read:  README.md, which explains each step; make lesson STEP=N shows step N's lesson as a diff
 """
 
 # %%
@@ -40,7 +30,9 @@ def training_function(model, args):  # step 4: the model comes in from outside
     # the processes of notebook_launcher one group (gloo on the CPU); without it each would
     # be a separate one-process run that only sees its own data.
     accelerator = Accelerator(cpu=not (torch.cuda.is_available() or is_torch_xla_available()))
-    accelerator.print(accelerator.state)  # step 3: what was launched: processes, backend, device
+    # step 3: what was launched: processes, backend, device (accelerator.print prints on one
+    # process per machine)
+    accelerator.print(accelerator.state)
 
     # step 4: set_seed(args.seed) moved to main(), before the model is created there
 
@@ -56,13 +48,16 @@ def training_function(model, args):  # step 4: the model comes in from outside
     # step 4: the model is no longer created here: main() creates it and passes it in
     optimizer = AdamW(model.parameters(), lr=args.lr)
 
-    # step 2: prepare() puts the model and every batch on the right device (no more .to(device))
-    # and wraps them for distributed training when there is more than one process
+    # step 2: prepare() puts the model and every batch on the right device (no more .to(device));
+    # on several processes it also gives each one its own share of the batches and wraps the
+    # model in DistributedDataParallel, which averages the gradients of all processes
     train_dataloader, eval_dataloader, model, optimizer = accelerator.prepare(
         train_dataloader, eval_dataloader, model, optimizer
     )
 
     # the learning rate falls linearly from lr to 0 over all the training steps
+    # step 2: built after prepare(), from this process's share of the batches, and not prepared:
+    # a prepared scheduler steps once per process at every optimizer step
     num_training_steps = args.epochs * len(train_dataloader)
     if args.max_train_steps:  # a shorter run, for tests
         num_training_steps = min(num_training_steps, args.max_train_steps)
@@ -71,7 +66,8 @@ def training_function(model, args):  # step 4: the model comes in from outside
     )
 
     # the training loop
-    # step 3: one progress bar per machine, not one per process
+    # step 3: one progress bar per machine, not one per process. On 2 processes each optimizer
+    # step takes a batch of 8 from each of them (16 pairs), so an epoch is half as many steps
     progress_bar = tqdm(range(num_training_steps), disable=not accelerator.is_local_main_process)
     train_losses = []
     start = time.perf_counter()
@@ -83,13 +79,18 @@ def training_function(model, args):  # step 4: the model comes in from outside
             # step 2: no batch.to(device) any more: the prepared dataloader did it
             outputs = model(**batch)
             loss = outputs.loss
-            accelerator.backward(loss)  # step 2: replaces loss.backward(); syncs gradients
+            # step 2: instead of loss.backward(); it also divides the loss for gradient accumulation
+            # and scales it for fp16 when those are on (neither is, here)
+            accelerator.backward(loss)
 
             optimizer.step()
             lr_scheduler.step()
             optimizer.zero_grad()
             progress_bar.update(1)
-            train_losses.append(loss.item())
+            # step 4: the loss stays on the device: .item() at every step would make the host
+            # wait for the TPU each time; all the losses are read once, after training
+            train_losses.append(loss.detach())
+    train_losses = torch.stack(train_losses).tolist()  # step 4
     train_seconds = time.perf_counter() - start
 
     # evaluation: predictions for the whole validation split, then the metric
@@ -130,18 +131,20 @@ def training_function(model, args):  # step 4: the model comes in from outside
     if accelerator.is_main_process:  # step 3: one process writes the results, not all of them
         path = write_metrics(args.output_dir, args, results)
         print(f"metrics written to {path}")
+    accelerator.end_training()  # step 3: each process leaves the process group before it exits
 
 
 # %%
 def main():
     args = parse_args(description=__doc__)
-    # step 4: the model is created once, before the launch, and shared by every process
-    # (a TPU's cores share this one copy instead of loading 8); the seed first, as before
+    # step 4: the model is created once, before the launch, on the CPU: its new head gets its
+    # random weights from this seed, and every launched process starts from this one copy (keep
+    # it off the TPU here: torch_xla refuses to launch once the TPU has been used)
     set_seed(args.seed)
     checkpoint = resolve_checkpoint(args.checkpoint)
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
-    # step 4: start training_function on num_processes processes; on a Colab or Kaggle TPU,
-    # on every TPU core
+    # step 4: start training_function in num_processes processes; in Colab or Kaggle with a TPU,
+    # in one process per TPU core (num_processes is then ignored)
     notebook_launcher(training_function, (model, args), num_processes=args.num_processes)
 
 
