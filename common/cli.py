@@ -4,7 +4,11 @@ import argparse
 import os
 import shlex
 import sys
+import tempfile
 from pathlib import Path
+
+from common.interrupt import report_stops
+from common.launch import launch_problem
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -70,7 +74,15 @@ def parse_args(argv=None, description=None):
                              "1-3 get theirs from the launcher: accelerate launch "
                              "--num_processes N)")
     args = parser.parse_args(argv)
-    check_dataset_name(args.dataset)  # before any model is loaded: fail fast, in one line
+    # before any data or model is loaded: fail fast, in one line, and lose nothing
+    # (a script that never creates an Accelerator, step 1, cannot join launched processes)
+    problem = launch_problem(script_joins_processes="Accelerator" in sys._getframe(1).f_globals)
+    if problem:
+        fail(problem)
+    check_dataset_name(args.dataset)
+    check_output_dir(args.output_dir)
+    if "ipykernel" not in sys.modules:  # a notebook's kernel handles its own interrupts
+        report_stops()
     return args
 
 
@@ -79,6 +91,22 @@ def check_dataset_name(name):
     if name not in ("embedded", "glue") and not Path(name).is_dir():
         fail(f"unknown dataset {name!r}: use 'embedded' (the default), 'glue', or a folder "
              "with train and validation files (csv, json/jsonl or parquet)")
+
+
+def check_output_dir(folder):
+    """Exit with one error line unless metrics.json can be written into folder (created here
+    if it does not exist): a run that could not save its results is not started."""
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        fail(f"--output-dir {folder} is a file, not a folder; pass a folder for metrics.json")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as error:
+        fail(f"--output-dir {folder} cannot be written ({error.strerror or error}); pass a "
+             "folder you can write to, such as outputs/run1")
+    if (path / "metrics.json").is_dir():
+        fail(f"{path / 'metrics.json'} is a folder; remove it or pass another --output-dir")
 
 
 def fail(message):

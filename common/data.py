@@ -4,9 +4,10 @@ Nothing here is a lesson: every step calls the same functions with the same sett
 step that needs a different setting (step 4's fixed-length padding) passes it visibly.
 """
 
+import csv
 from pathlib import Path
 
-from datasets import disable_progress_bars, load_dataset
+from datasets import ClassLabel, Dataset, DatasetDict, disable_progress_bars, load_dataset
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding
 
@@ -16,6 +17,8 @@ from common.hub import hub_out_of_reach
 EMBEDDED_DATA = Path(__file__).resolve().parent / "embedded_data"
 MRPC_COLUMNS = ("sentence1", "sentence2", "label")
 NEEDED_SPLITS = ("train", "validation")
+# GLUE's own MRPC download (GLUE's download script, the original BERT repository)
+GLUE_TSV = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
 
 # datasets' own bars (generating splits, tokenizing) would bury the training bar and turn
 # a one-line error into a page; the steps' tqdm bar is the one a student watches
@@ -24,10 +27,14 @@ disable_progress_bars()
 
 def load_mrpc(name):
     """Return the raw MRPC DatasetDict for --dataset name, with at least the splits train and
-    validation and the columns sentence1, sentence2, label (1 = paraphrase), maybe idx.
+    validation and the columns sentence1, sentence2 (non-empty text) and label (0 or 1,
+    1 = paraphrase), maybe idx.
 
     name: 'embedded' (common/embedded_data), 'glue' (the hub's nyu-mll/glue, config mrpc), or
-    a local folder of MRPC-shaped files. Exits with one error line when it cannot be loaded.
+    a local folder: train.* and validation.* files (csv, json/jsonl or parquet) with those
+    columns, or GLUE's own MRPC files (train.tsv, dev.tsv, optionally test.tsv). Every row of
+    train and validation is checked before anything is tokenized; exits with one error line
+    that names the split, the row and the value when something cannot be used.
     """
     if name == "embedded":
         return check_mrpc(load_dataset(str(EMBEDDED_DATA)), "the embedded dataset")
@@ -42,27 +49,128 @@ def load_mrpc(name):
         except (OSError, ValueError) as error:
             fail(f"cannot load nyu-mll/glue (mrpc): {str(error).splitlines()[0]}")
     check_dataset_name(name)
+    folder = Path(name).resolve()
+    what = f"dataset folder {name}"
+    if any((folder / GLUE_TSV[split]).is_file() for split in NEEDED_SPLITS):
+        return check_mrpc(load_glue_tsv(folder, what), what, read_as_glue_reads)
     try:
-        raw = load_dataset(str(Path(name).resolve()))
+        raw = load_dataset(str(folder))
     except Exception as error:  # the library's reasons vary: no files, unknown format, bad rows
         first_line = (str(error).splitlines() or [type(error).__name__])[0]
-        fail(f"cannot load dataset folder {name}: {first_line}; it needs train and validation "
-             "files (csv, json/jsonl or parquet) with columns sentence1, sentence2, label")
-    return check_mrpc(raw, f"dataset folder {name}")
+        fail(f"cannot load {what}: {first_line}; it needs train and validation files (csv, "
+             "json/jsonl or parquet) with columns sentence1, sentence2, label, or GLUE's "
+             "train.tsv and dev.tsv")
+    return check_mrpc(raw, what, lambda split, row: locate_row(folder, split, row))
 
 
-def check_mrpc(raw, what):
-    """Return raw if it has the splits and columns the course needs; else exit with one line."""
+def load_glue_tsv(folder, what):
+    """Return a DatasetDict from GLUE's own MRPC files in folder (train.tsv, dev.tsv as the
+    validation split, test.tsv if there): tab-separated, a header line, columns Quality,
+    #1 ID, #2 ID, #1 String, #2 String (test.tsv: index instead of Quality, label -1). They
+    are read as GLUE's and BERT's processors read them, without quote processing: a sentence
+    may hold an unbalanced quote."""
+    splits = {}
+    for split, file_name in GLUE_TSV.items():
+        path = folder / file_name
+        if not path.is_file():
+            continue
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            lines = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+        header = lines[0] if lines else []
+        if "#1 String" not in header or "#2 String" not in header:
+            fail(f"{what}: {file_name} has no '#1 String' and '#2 String' columns in its first "
+                 f"line ({' | '.join(header) or 'empty file'}); GLUE's MRPC files start with "
+                 "Quality, #1 ID, #2 ID, #1 String, #2 String")
+        columns = {name: i for i, name in enumerate(header)}
+        rows = {"sentence1": [], "sentence2": [], "label": [], "idx": []}
+        for number, fields in enumerate(lines[1:], start=2):
+            if len(fields) != len(header):
+                fail(f"{what}: {file_name} line {number} has {len(fields)} tab-separated "
+                     f"fields, its header has {len(header)}")
+            rows["sentence1"].append(fields[columns["#1 String"]])
+            rows["sentence2"].append(fields[columns["#2 String"]])
+            rows["label"].append(fields[columns["Quality"]] if "Quality" in columns else "-1")
+            rows["idx"].append(number - 2)
+        splits[split] = Dataset.from_dict(rows)
+    return DatasetDict(splits)
+
+
+def read_as_glue_reads(split, row):
+    """Return where a row of GLUE's MRPC files is: its line (the header is line 1)."""
+    return f"line {row + 2} of {GLUE_TSV[split]}"
+
+
+def locate_row(folder, split, row):
+    """Return where a row of a split loaded from folder is, for an error message: its line
+    in the one csv or json lines file of that split, else its row number."""
+    names = {"train": ("train",), "validation": ("validation", "valid", "dev", "val")}[split]
+    files = [p for p in sorted(folder.iterdir()) if p.stem in names]
+    if len(files) == 1 and files[0].suffix in (".csv", ".jsonl", ".json"):
+        line = row + (2 if files[0].suffix == ".csv" else 1)
+        return f"line {line} of {files[0].name}"
+    return f"row {row + 1}"
+
+
+def check_mrpc(raw, what, locate=None):
+    """Return raw with the labels of train and validation as the integers 0 and 1, if it has
+    the splits and columns the course needs and every row of those splits has two non-empty
+    sentences and a label 0 or 1 (also accepted: the text "0"/"1", or True/False); else exit
+    with one error line that names the split, the row (where locate(split, row) says it is,
+    else its idx) and the value."""
     missing_splits = [s for s in NEEDED_SPLITS if s not in raw]
     if missing_splits:
         fail(f"{what} has no {' or '.join(missing_splits)} split; name its files "
-             "train.* and validation.* (test.* is optional)")
+             "train.* and validation.* (test.* is optional), or use GLUE's train.tsv and dev.tsv")
     for split in NEEDED_SPLITS:
         missing = [c for c in MRPC_COLUMNS if c not in raw[split].column_names]
         if missing:
             fail(f"{what}: the {split} split lacks column(s) {', '.join(missing)}; MRPC files "
                  f"need sentence1, sentence2, label (it has {', '.join(raw[split].column_names)})")
+        if raw[split].num_rows == 0:
+            fail(f"{what}: the {split} split has no rows")
+    checked = {}
+    for split in NEEDED_SPLITS:
+        data = raw[split]
+        ids = data["idx"] if "idx" in data.column_names else None
+
+        def where(row):
+            if locate:
+                return locate(split, row)
+            return f"row with idx {ids[row]}" if ids is not None else f"row {row + 1}"
+
+        for column in ("sentence1", "sentence2"):
+            for row, text in enumerate(data[column]):
+                if not isinstance(text, str) or not text.strip():
+                    problem = "is empty" if isinstance(text, str) or text is None else \
+                        f"is {text!r}, not text"
+                    fail(f"{what}: {split} split, {where(row)}: {column} {problem}; every pair "
+                         "needs two sentences")
+        labels = [label_value(value) for value in data["label"]]
+        for row, (value, label) in enumerate(zip(data["label"], labels)):
+            if label is None:
+                fail(f"{what}: {split} split, {where(row)}: label {value!r} is not 0 or 1 (MRPC's "
+                     "labels: 1 = paraphrase, 0 = not); write every label as 0 or 1")
+        feature = data.features["label"]
+        if not isinstance(feature, ClassLabel) and not feature.dtype.startswith("int"):
+            checked[split] = data.remove_columns("label").add_column("label", labels)
+            given = {"bool": "True/False, read as 1/0"}.get(feature.dtype, 'text, read as 0/1')
+    if checked:
+        if locate is not read_as_glue_reads:  # GLUE's files always hold their labels as text
+            print(f"note: {what}: labels given as {given}", flush=True)
+        raw = type(raw)({**raw, **checked})
     return raw
+
+
+def label_value(value):
+    """Return a label as the integer 0 or 1 (from an int, a bool, or the text "0"/"1"), or None
+    when it is anything else."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and value in (0, 1):
+        return value
+    if isinstance(value, str) and value.strip() in ("0", "1"):
+        return int(value.strip())
+    return None
 
 
 def tokenize_mrpc(raw_datasets, tokenizer, pad_to_max_length=None):

@@ -24,11 +24,17 @@ SHORT_RUN = ["--max-train-steps", "60"]
 
 def offline_env(**extra):
     """Return an environment in which the hub is unreachable at once (a closed local port),
-    so no test waits for network retries, whatever the machine."""
+    so no test waits for network retries, whatever the machine.
+
+    It sets nothing that a step or a launch command is meant to do by itself: in particular
+    not ACCELERATE_USE_CPU, which step 4's Accelerator(cpu=...) line and the README's step 3
+    command each set in their own way (a test passes it where the command it runs has it)."""
     env = dict(os.environ)
     env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_DISABLE_TELEMETRY="1",
-               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", ACCELERATE_USE_CPU="1")
-    env.pop("HF_HUB_OFFLINE", None)
+               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+    for name in ("HF_HUB_OFFLINE", "ACCELERATE_USE_CPU", "WORLD_SIZE", "RANK", "LOCAL_RANK",
+                 "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
     env.update(extra)
     return env
 
@@ -75,12 +81,13 @@ def free_port():
 
 def accelerate_launch_command(num_processes, script_and_args, num_machines=1, machine_rank=0,
                               port=None):
-    """Return the command that launches a script on real CPU processes (gloo).
+    """Return the README's command that launches a script on real CPU processes (gloo).
 
-    Run it with ACCELERATE_USE_CPU=1 in the environment (run_command and offline_env set it):
-    without it, --multi_gpu on a CPU-only machine starts processes that each believe they
-    are alone, and without --multi_gpu only one process starts. Every setting is on the
-    command line, so an `accelerate config` file on the machine cannot change what runs.
+    Run it with ACCELERATE_USE_CPU=1 in the environment, as the README does (use
+    run_cpu_launch): without it, --multi_gpu on a CPU-only machine starts processes that each
+    believe they are alone (the course's steps notice and join them; a plain script would
+    not), and without --multi_gpu only one process starts. Every setting is on the command
+    line, so an `accelerate config` file on the machine cannot change what runs.
     """
     command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
                "--num_processes", str(num_processes), "--num_machines", str(num_machines),
@@ -89,6 +96,12 @@ def accelerate_launch_command(num_processes, script_and_args, num_machines=1, ma
     if num_machines > 1:
         command += ["--machine_rank", str(machine_rank), "--main_process_ip", "127.0.0.1"]
     return command + [str(part) for part in script_and_args]
+
+
+def run_cpu_launch(num_processes, script_and_args, **launch):
+    """Run accelerate_launch_command(...) with ACCELERATE_USE_CPU=1, as the README types it."""
+    return run_command(accelerate_launch_command(num_processes, script_and_args, **launch),
+                       ACCELERATE_USE_CPU="1")
 
 
 @pytest.fixture(scope="session")

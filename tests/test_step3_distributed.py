@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from conftest import (REPO, SHORT_RUN, STEPS, accelerate_launch_command, assert_ok, free_port,
-                      offline_env, read_metrics, run_command, run_step)
+                      offline_env, read_metrics, run_cpu_launch, run_step)
 
 SPY = REPO / "tests" / "helpers" / "spy_run.py"
 GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
@@ -50,8 +50,8 @@ def test_one_process_is_identical_to_step2(tmp_path):
 def two_process_run(tmp_path_factory):
     """A short step 3 run on 2 processes, with reports from inside each process."""
     out = tmp_path_factory.mktemp("step3_two")
-    result = run_command(accelerate_launch_command(
-        2, [SPY, out / "report", STEPS[3], "--output-dir", out, *SHORT_RUN]))
+    result = run_cpu_launch(
+        2, [SPY, out / "report", STEPS[3], "--output-dir", out, *SHORT_RUN])
     assert_ok(result)
     return out, result
 
@@ -62,8 +62,8 @@ def test_multi_process_evaluation_equals_single_process_evaluation(tmp_path, two
         out, result = two_process_run
     else:
         out = tmp_path
-        result = run_command(accelerate_launch_command(
-            n, [SPY, out / "report", STEPS[3], "--output-dir", out, *SHORT_RUN]))
+        result = run_cpu_launch(
+            n, [SPY, out / "report", STEPS[3], "--output-dir", out, *SHORT_RUN])
         assert_ok(result)
     check_inside(out / "report", n)
     metrics = read_metrics(out)
@@ -89,7 +89,7 @@ def test_multi_process_evaluation_equals_single_process_evaluation(tmp_path, two
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_gather_and_truncate_over_a_grid_of_sizes(tmp_path, n):
-    result = run_command(accelerate_launch_command(n, [GRID, tmp_path, n]))
+    result = run_cpu_launch(n, [GRID, tmp_path, n])
     assert_ok(result)
     report = json.loads((tmp_path / "grid.json").read_text())
     assert report["num_processes"] == n
@@ -108,7 +108,7 @@ def test_two_machines_on_loopback_equal_one_machine_with_two_processes(tmp_path,
             accelerate_launch_command(
                 2, [SPY, out / "report", STEPS[3], "--output-dir", out, *SHORT_RUN],
                 num_machines=2, machine_rank=rank, port=port),
-            cwd=REPO, env=offline_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cwd=REPO, env=offline_env(ACCELERATE_USE_CPU="1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True)
         for rank in (0, 1)
     ]

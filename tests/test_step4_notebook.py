@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from conftest import REPO, SHORT_RUN, STEPS, accelerate_launch_command, assert_ok, read_metrics, run_command
+from conftest import REPO, SHORT_RUN, STEPS, assert_ok, read_metrics, run_command, run_cpu_launch
 
 sys.path.insert(0, str(REPO))
 from tools import build_notebook  # noqa: E402
@@ -52,7 +52,7 @@ def test_step4_matches_step3_on_the_same_number_of_processes(tmp_path, checkpoin
     # losses agree to a relative 1e-4 and every prediction is the same.
     flags = ["--checkpoint", checkpoint_without_dropout, *SHORT_RUN]
     out3, out4 = tmp_path / "step3", tmp_path / "step4"
-    assert_ok(run_command(accelerate_launch_command(2, [STEPS[3], "--output-dir", out3, *flags])))
+    assert_ok(run_cpu_launch(2, [STEPS[3], "--output-dir", out3, *flags]))
     assert_ok(run_command([sys.executable, STEPS[4], "--output-dir", out4, "--num-processes", "2",
                            *[str(f) for f in flags]]))
     three, four = read_metrics(out3), read_metrics(out4)

@@ -3,12 +3,17 @@
     python tools/run_course.py                      (the embedded default, offline)
     python tools/run_course.py --steps 1 2
     python tools/run_course.py --checkpoint bert-base-cased --dataset glue
+    python tools/run_course.py --steps 3 --launcher torchrun
 
-Each step runs as its own process, launched as the README shows it: steps 1 and 2 with
-python, step 3 with accelerate launch on 2 processes, step 4 through notebook_launcher on 2
-processes. Each writes its metrics.json and its console output (train.log) under
---output-dir/step<N>. One progress line per step, then a table, then a plot of the four
-training-loss curves (loss_curves.png).
+Any other flag (--epochs 1, --max-train-steps 50, ...) is passed to every step.
+
+First it decides how to launch each step on this machine and prints that plan (see plan()):
+with no GPU, steps 1 and 2 run with python and steps 3 and 4 on 2 CPU processes; with one
+GPU, steps 1 and 2 run on it and steps 3 and 4 on 2 CPU processes (one GPU cannot take two
+processes); with several GPUs, steps 3 and 4 take one process per GPU, up to --processes.
+Each step runs as its own process and writes its metrics.json and its console output
+(train.log) under --output-dir/step<N>. One progress line per step (and, when a step fails,
+its own error line), then a table, then a plot of the training-loss curves (loss_curves.png).
 
 The exit code is 1 if a step fails or if a comparison that must hold does not:
 - step 2 against step 1: identical predictions, losses, accuracy and F1 (one process each);
@@ -19,75 +24,141 @@ The exit code is 1 if a step fails or if a comparison that must hold does not:
 - every step must keep as many predictions as the others (they all evaluate the whole
   validation split), and steps 3 and 4 at least as many gathered as kept (the duplicated
   tail was cut, not something else).
+A step that stops on a bad input (its one `error:` line: a flag, the checkpoint, the
+dataset, the output folder) stops the course there: every later step would refuse it too.
 """
 
 import argparse
+import glob
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
-
-ACCELERATE_LAUNCH_2 = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-                      "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-                      "--dynamo_backend", "no"]
-# step number -> (folder, how it is launched, the command's words before the flags)
-STEPS = {
-    1: ("step1_plain_loop", "python", [sys.executable, "step1_plain_loop/train.py"]),
-    2: ("step2_accelerate", "python", [sys.executable, "step2_accelerate/train.py"]),
-    3: ("step3_distributed_eval", "accelerate launch",
-        ACCELERATE_LAUNCH_2 + ["step3_distributed_eval/train.py"]),
-    4: ("step4_tpu_notebook", "notebook_launcher",
-        [sys.executable, "step4_tpu_notebook/train.py", "--num-processes", "2"]),
-}
+FOLDERS = {1: "step1_plain_loop", 2: "step2_accelerate", 3: "step3_distributed_eval",
+           4: "step4_tpu_notebook"}
 IDENTICAL_FIELDS = ("predictions", "train_losses", "accuracy", "f1")
 # (earlier step, later step) -> None: must be identical; a number: |difference| of accuracy
 # and F1 allowed (see the docstring for why)
 MUST_HOLD = {(1, 2): None, (2, 3): 0.05, (3, 4): 0.05}
 
 
+class Launch(NamedTuple):
+    """How one step runs: the command's words before the step's flags, what is added to the
+    environment, how many processes, and on what (said in the plan)."""
+    launcher: str
+    command: list
+    env: dict
+    processes: int
+    where: str
+
+
+def accelerate_launch(n):
+    """Return accelerate launch's words for n processes, every setting given, so that an
+    `accelerate config` file on the machine cannot change what runs."""
+    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
+            str(n), "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+
+
+def torchrun(n):
+    """Return torchrun's words for n processes on this machine."""
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n)]
+
+
+def plan(gpus, tpu=False, processes=2, launcher="accelerate"):
+    """Return {step: Launch} for a machine with `gpus` CUDA GPUs (and a TPU or not).
+
+    no GPU: steps 1-2 one process on the CPU; steps 3-4 `processes` CPU processes (gloo).
+    one GPU: steps 1-2 on the GPU; steps 3-4 on CPU processes, because every process of a
+      multi-GPU launch needs a GPU of its own (NCCL cannot put two on one).
+    several GPUs: steps 1-2 on one GPU; steps 3-4 one process per GPU, at most `processes`.
+    a TPU: steps 1-3 as without a GPU, on the CPU (Accelerate told to ignore torch_xla);
+      step 4 through notebook_launcher, which takes every TPU core in Colab or Kaggle.
+    """
+    plans = {}
+    on_gpus = min(processes, gpus) if gpus >= 2 else 0
+    n = on_gpus or processes
+    cpu_env = {} if on_gpus else {"ACCELERATE_USE_CPU": "1"}
+    if tpu:
+        cpu_env["USE_TORCH_XLA"] = "0"
+    single = "1 process on GPU 0" if gpus and not tpu else "1 process on the CPU"
+    for step in (1, 2):
+        plans[step] = Launch("python", [sys.executable, f"{FOLDERS[step]}/train.py"],
+                             {"USE_TORCH_XLA": "0"} if tpu else {}, 1, single)
+    if on_gpus:
+        where = f"{n} processes, one per GPU (nccl)"
+    elif gpus == 1:
+        where = (f"{n} processes on the CPU (gloo): one GPU cannot take {n} processes, each "
+                 "needs a GPU of its own")
+    else:
+        where = f"{n} processes on the CPU (gloo)" + (": no GPU here" if not tpu else "")
+    words = torchrun(n) if launcher == "torchrun" else accelerate_launch(n)
+    plans[3] = Launch("torchrun" if launcher == "torchrun" else "accelerate launch",
+                      words + [f"{FOLDERS[3]}/train.py"], cpu_env, n, where)
+    step4 = [sys.executable, f"{FOLDERS[4]}/train.py", "--num-processes", str(n)]
+    if tpu:
+        plans[4] = Launch("notebook_launcher", step4, {}, 0,
+                          "every TPU core (in Colab or Kaggle; num_processes is ignored there)")
+    elif gpus == 1:
+        plans[4] = Launch("notebook_launcher", step4, {"ACCELERATE_USE_CPU": "1"}, n, where)
+    else:
+        plans[4] = Launch("notebook_launcher", step4, {}, n, where if on_gpus else
+                          f"{n} processes on the CPU (gloo): the step's Accelerator(cpu=True)")
+    return plans
+
+
+def machine():
+    """Return (CUDA GPUs, whether a TPU is attached, a few words about it) for this machine."""
+    import torch
+    gpus = torch.cuda.device_count()
+    # a TPU: PJRT_DEVICE=TPU, or a Google TPU chip on the PCI bus (torch_xla's own test)
+    chips = [p for p in glob.glob("/sys/bus/pci/devices/*/vendor")
+             if Path(p).read_text().strip() == "0x1ae0"]
+    tpu = os.environ.get("PJRT_DEVICE") == "TPU" or bool(chips)
+    if tpu:
+        return gpus, True, "a TPU"
+    if gpus:
+        return gpus, False, f"{gpus} GPU{'s' if gpus > 1 else ''} ({torch.cuda.get_device_name(0)})"
+    return 0, False, f"no GPU, {os.cpu_count()} CPU cores"
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, nargs="+", choices=sorted(STEPS),
-                        default=sorted(STEPS), help="which steps to run (default: all)")
-    parser.add_argument("--checkpoint", help="passed to every step (default: embedded)")
-    parser.add_argument("--dataset", help="passed to every step (default: embedded)")
+    parser.add_argument("--steps", type=int, nargs="+", choices=sorted(FOLDERS),
+                        default=sorted(FOLDERS), help="which steps to run (default: all)")
+    parser.add_argument("--launcher", choices=["accelerate", "torchrun"], default="accelerate",
+                        help="how step 3 is launched (default: accelerate launch)")
+    parser.add_argument("--processes", type=int, default=2,
+                        help="processes for steps 3 and 4 (default: 2; on GPUs at most one each)")
     parser.add_argument("--output-dir", default="outputs/course")
-    return parser.parse_args()
+    # everything else (--checkpoint, --dataset, --epochs, ...) goes to every step
+    return parser.parse_known_args()
 
 
-def run_step(step, args):
-    """Run one step; return (metrics dict or None, wall seconds, log path)."""
-    folder, _, command = STEPS[step]
-    out = Path(args.output_dir) / f"step{step}"
+def run_step(step, launch, step_flags, output_dir):
+    """Run one step; return (metrics dict or None, wall seconds, log path, the step's own
+    error line or the last line of its output when it failed)."""
+    out = Path(output_dir) / f"step{step}"
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").unlink(missing_ok=True)  # a failed run must not show old numbers
-    flags = ["--output-dir", str(out)]
-    for name in ("checkpoint", "dataset"):
-        if getattr(args, name):
-            flags += [f"--{name}", getattr(args, name)]
     log = out / "train.log"
     start = time.perf_counter()
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    if step in (3, 4) and not gpu_count():
-        # with no GPU, the launched processes must be told to use the CPU together (gloo)
-        env["ACCELERATE_USE_CPU"] = "1"
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **launch.env)
     with open(log, "w") as f:
-        result = subprocess.run(command + flags, cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
-                                env=env)
+        result = subprocess.run(launch.command + [*step_flags, "--output-dir", str(out)],
+                                cwd=REPO, stdout=f, stderr=subprocess.STDOUT, env=env)
     seconds = time.perf_counter() - start
-    if result.returncode != 0:
-        return None, seconds, log
-    return json.loads((out / "metrics.json").read_text()), seconds, log
-
-
-def gpu_count():
-    """Return the number of CUDA GPUs here (0 on a laptop CPU)."""
-    import torch
-    return torch.cuda.device_count()
+    if result.returncode != 0 or not (out / "metrics.json").exists():
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
+                 if line.strip()]
+        errors = [line for line in lines if line.startswith("error: ")]
+        return None, seconds, log, (errors[0] if errors else lines[-1] if lines else
+                                    f"exit code {result.returncode}, no output")
+    return json.loads((out / "metrics.json").read_text()), seconds, log, None
 
 
 def compare(earlier, later, tolerance):
@@ -140,15 +211,30 @@ def plot_losses(results, path):
 
 
 def main():
-    args = parse_args()
+    args, step_flags = parse_args()
+    gpus, tpu, hardware = machine()
+    launches = plan(gpus, tpu, args.processes, args.launcher)
+    print(f"launch plan ({hardware}):")
+    for step in args.steps:
+        launch = launches[step]
+        settings = " ".join(f"{name}={value}" for name, value in launch.env.items())
+        print(f"  step {step}  {launch.launcher:<18} {launch.where}"
+              + (f"  [{settings}]" if settings else ""))
+    print()
     results, failed = {}, False
     for step in args.steps:
-        folder, launch, _ = STEPS[step]
-        print(f"step {step} ({folder}, {launch}) ...", end=" ", flush=True)
-        metrics, seconds, log = run_step(step, args)
+        launch = launches[step]
+        print(f"step {step} ({FOLDERS[step]}, {launch.launcher}) ...", end=" ", flush=True)
+        metrics, seconds, log, error = run_step(step, launch, step_flags, args.output_dir)
         if metrics is None:
-            print(f"FAILED after {seconds:.0f} s; see {log}")
+            print(f"FAILED after {seconds:.0f} s; see {log}\n    {error}")
             failed = True
+            if error.startswith("error: "):
+                later = [str(s) for s in args.steps if s > step]
+                if later:
+                    print(f"    stopped here: step{'s' if len(later) > 1 else ''} "
+                          f"{', '.join(later)} share this input and would refuse it too")
+                break
             continue
         results[step] = metrics
         print(f"done in {seconds:.0f} s: accuracy {metrics['accuracy']:.4f}, "
@@ -160,7 +246,8 @@ def main():
     rows = []
     for step in args.steps:
         if step not in results:
-            rows.append((str(step), STEPS[step][1], "-", "-", "-", "-", "-", "-", "FAILED"))
+            rows.append((str(step), launches[step].launcher, "-", "-", "-", "-", "-", "-",
+                         "FAILED" if failed else "-"))
             continue
         m = results[step]
         verdict = "-"
@@ -172,8 +259,8 @@ def main():
             verdict += "; WRONG sample counts"
             failed = True
         gathered = m.get("eval_gathered", m["eval_samples"])
-        rows.append((str(step), STEPS[step][1], str(m["num_processes"]), f"{m['accuracy']:.4f}",
-                     f"{m['f1']:.4f}", f"{gathered} / {m['eval_samples']}",
+        rows.append((str(step), launches[step].launcher, str(m["num_processes"]),
+                     f"{m['accuracy']:.4f}", f"{m['f1']:.4f}", f"{gathered} / {m['eval_samples']}",
                      f"{m['train_seconds']:.1f}", f"{m['eval_seconds']:.1f}", verdict))
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     for row in (header, *rows):

@@ -1,0 +1,105 @@
+"""Is this process the run its launcher was asked for? Answered before any data or model loads.
+
+A multi-process launch can silently run as something else, and then every number it prints
+looks fine and is wrong. Measured with accelerate 1.15 and torch 2.13 on a machine without
+a GPU:
+- `accelerate launch --num_processes 2 train.py` starts the script once, as one process;
+- `accelerate launch --multi_gpu --num_processes 2 train.py` and `torchrun --nproc_per_node 2
+  train.py` start two processes, but without ACCELERATE_USE_CPU=1 Accelerate finds no GPU
+  and makes each of them a run of its own, on all the data.
+
+parse_args() calls launch_problem() in every step, before anything else happens. It reads what
+the launchers leave in the environment (torchrun and `accelerate launch --multi_gpu` set
+WORLD_SIZE, LOCAL_WORLD_SIZE and RANK; `accelerate launch` on one process sets MASTER_ADDR
+only when it was asked for more than one) and either says what is wrong, or joins processes
+that have no GPU on the CPU (gloo) by setting ACCELERATE_USE_CPU=1, which Accelerate reads
+when the script creates its first Accelerator, and says so.
+"""
+
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+
+CPU_LAUNCH = ("ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes {n} "
+              "--num_machines 1 --mixed_precision no --dynamo_backend no")
+
+
+def flag_is_set(name):
+    """Return True if the environment variable name is set to a true value (1, true, yes)."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "y", "on")
+
+
+def gpus_here():
+    """Return the number of CUDA GPUs this process can see (0 when there is none)."""
+    import torch
+    return torch.cuda.device_count()
+
+
+def launcher_command_line():
+    """Return the words of the parent process's command line (the launcher's), or []."""
+    try:
+        raw = Path(f"/proc/{os.getppid()}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [word for word in raw.decode(errors="replace").split("\0") if word]
+
+
+def processes_asked(words):
+    """Return the N of --num_processes N (or --num-processes=N) in a launcher's command line,
+    or None when it does not say."""
+    for i, word in enumerate(words):
+        match = re.fullmatch(r"--num[_-]processes(?:=(\d+))?", word)
+        if match:
+            value = match.group(1) or (words[i + 1] if i + 1 < len(words) else "")
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def this_command():
+    """Return the script and its arguments as typed, for a command to copy."""
+    return " ".join(sys.argv)
+
+
+def launch_problem(script_joins_processes):
+    """Check this process against its launch. Return None when the run is what was asked
+    (possibly after joining CPU processes with gloo, which it prints), or the one-line reason
+    it is not, with the command that fixes it.
+
+    script_joins_processes: False for a script that never creates an Accelerator (step 1),
+    which N launched processes would run as N separate trainings.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world_size <= 1:
+        # accelerate launch's one-process launcher sets MASTER_ADDR only when it was asked for
+        # more than one process (or machine): then it ran the script once, not N times
+        if "MASTER_ADDR" in os.environ and "ACCELERATE_DYNAMO_BACKEND" in os.environ:
+            asked = processes_asked(launcher_command_line())
+            wanted = f"{asked} processes" if asked else "several processes"
+            return (f"accelerate launch was asked for {wanted} but started this script as one "
+                    "process (without --multi_gpu, or a GPU for each process, it starts only one); "
+                    f"run: {CPU_LAUNCH.format(n=asked or 2)} {this_command()}")
+        return None
+    if not script_joins_processes:
+        return (f"this script was launched as {world_size} processes, but it is the plain loop: "
+                "it never creates an Accelerator, so each process would train alone on all the "
+                "data; run it with python, or launch step 2, 3 or 4 instead")
+    if importlib.util.find_spec("torch_xla") is not None and not flag_is_set("ACCELERATE_USE_CPU"):
+        return None  # torch_xla's runtime decides the processes; Accelerate asks it
+    if flag_is_set("ACCELERATE_USE_CPU"):
+        return None  # Accelerate joins the processes on the CPU with gloo
+    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size) or world_size)
+    gpus = gpus_here()
+    if gpus == 0:
+        os.environ["ACCELERATE_USE_CPU"] = "1"
+        if os.environ.get("RANK", "0") == "0":
+            print(f"note: {world_size} processes were launched on a machine without a GPU: they "
+                  "join on the CPU with gloo (ACCELERATE_USE_CPU=1 set for them)", flush=True)
+        return None
+    if gpus < local_size:
+        return (f"{local_size} processes were launched on this machine, but it has {gpus} GPU"
+                f"{'s' if gpus > 1 else ''}, and each process needs a GPU of its own; launch "
+                f"--num_processes {gpus}, or run them on the CPU: ACCELERATE_USE_CPU=1 before "
+                "the command")
+    return None
