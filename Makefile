@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: course test benchmark lesson notebook readme xla-lane install clean
+.PHONY: course test benchmark lesson notebook readme xla-lane install clean what-if exercise check verify-embedded
 
 $(BIN)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,9 @@ install: $(BIN)/.installed
 course: install
 	$(BIN)/python tools/run_course.py $(ARGS)
 
+# make test STEP=3: that lesson's comparison and what-if tests alone
 test: install
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest $(if $(filter command line,$(origin STEP)),-m step$(STEP)) $(ARGS)
 
 benchmark: install
 	$(BIN)/python tools/benchmark.py $(ARGS)
@@ -43,3 +44,18 @@ clean:
 # step 4 on torch_xla (CPU backend) in its own environment (.venv-xla, about 7 GB, once)
 xla-lane:
 	bash tools/xla_lane.sh
+
+# what breaks without each lesson line: make what-if STEP=3 (all steps without STEP)
+what-if: install
+	$(BIN)/python tools/whatif.py $(if $(filter command line,$(origin STEP)),--step $(STEP)) $(ARGS)
+
+# a lesson as an exercise, and its grading: make exercise STEP=3, make check STEP=3 FILE=...
+exercise: install
+	$(BIN)/python tools/exercise.py $(STEP) $(ARGS)
+FILE ?= exercises/step$(STEP)/train.py
+check: install
+	$(BIN)/python tools/check.py $(STEP) $(FILE)
+
+# rebuild the embedded data and checkpoint from source into a temporary folder and compare
+verify-embedded: install
+	$(BIN)/python tools/verify_embedded.py $(ARGS)

@@ -9,7 +9,7 @@ import time
 
 import evaluate
 import torch
-from accelerate import Accelerator  # step 2
+from accelerate import Accelerator  # step 2: the one object this lesson adds
 from torch.optim import AdamW
 from tqdm.auto import tqdm
 from transformers import AutoModelForSequenceClassification, get_scheduler, set_seed
@@ -98,7 +98,7 @@ def training_function(args):
     results = {
         "accuracy": eval_metric["accuracy"], "f1": eval_metric["f1"],
         "eval_samples": len(predictions), "predictions": predictions.tolist(),
-        "train_losses": train_losses, "num_processes": accelerator.num_processes,  # step 2
+        "train_losses": train_losses, "num_processes": accelerator.num_processes,  # step 2: ran on
         "train_seconds": train_seconds, "eval_seconds": eval_seconds,
     }
     print(

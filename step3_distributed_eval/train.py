@@ -11,7 +11,7 @@ import time
 
 import evaluate
 import torch
-from accelerate import Accelerator  # step 2
+from accelerate import Accelerator  # step 2: the one object this lesson adds
 from torch.optim import AdamW
 from tqdm.auto import tqdm
 from transformers import AutoModelForSequenceClassification, get_scheduler, set_seed
@@ -112,11 +112,12 @@ def training_function(args):
     results = {
         "accuracy": eval_metric["accuracy"], "f1": eval_metric["f1"],
         "eval_samples": len(predictions), "predictions": predictions.tolist(),
-        "train_losses": train_losses, "num_processes": accelerator.num_processes,  # step 2
+        "train_losses": train_losses, "num_processes": accelerator.num_processes,  # step 2: ran on
         "train_seconds": train_seconds, "eval_seconds": eval_seconds,
-        "eval_gathered": len(gathered),  # step 3: before the duplicated tail was cut
+        "eval_gathered": len(gathered),  # step 3: how many, before the duplicated tail was cut
     }
-    accelerator.print(f"gathered {len(gathered)} predictions, kept {len(predictions)}")  # step 3
+    # step 3: how many predictions were gathered, and how many kept
+    accelerator.print(f"gathered {len(gathered)} predictions, kept {len(predictions)}")
     accelerator.print(
         f"validation: accuracy {eval_metric['accuracy']:.4f}, "
         f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)"

@@ -9,9 +9,9 @@ import time
 
 import evaluate
 import torch
-from accelerate import Accelerator  # step 2
-from accelerate import notebook_launcher  # step 4
-from accelerate.utils import is_torch_xla_available  # step 4
+from accelerate import Accelerator  # step 2: the one object this lesson adds
+from accelerate import notebook_launcher  # step 4: starts a function in every process
+from accelerate.utils import is_torch_xla_available  # step 4: is torch_xla (TPUs) here?
 from torch.optim import AdamW
 from tqdm.auto import tqdm
 from transformers import AutoModelForSequenceClassification, get_scheduler, set_seed
@@ -37,10 +37,11 @@ def training_function(model, args):  # step 4: the model comes in from outside
     # step 4: set_seed(args.seed) moved to main(), before the model is created there
 
     # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
-    # step 4: not any more: every batch is padded to 128 tokens, the same shape every time,
-    # because XLA compiles a new graph for each new shape
+    # step 4: the checkpoint is found in main() now, where the model is created
     raw_datasets = load_mrpc(args.dataset)
     tokenizer = load_tokenizer(model.name_or_path)  # step 4: the model knows its checkpoint
+    # step 4: except that every batch is now padded to 128 tokens, the same shape every time,
+    # because XLA compiles a new graph for each new shape
     train_dataloader, eval_dataloader = get_dataloaders(
         raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size, pad_to_max_length=128
     )
@@ -90,7 +91,7 @@ def training_function(model, args):  # step 4: the model comes in from outside
             # step 4: the loss stays on the device: .item() at every step would make the host
             # wait for the TPU each time; all the losses are read once, after training
             train_losses.append(loss.detach())
-    train_losses = torch.stack(train_losses).tolist()  # step 4
+    train_losses = torch.stack(train_losses).tolist()  # step 4: all read at once
     train_seconds = time.perf_counter() - start
 
     # evaluation: predictions for the whole validation split, then the metric
@@ -119,11 +120,12 @@ def training_function(model, args):  # step 4: the model comes in from outside
     results = {
         "accuracy": eval_metric["accuracy"], "f1": eval_metric["f1"],
         "eval_samples": len(predictions), "predictions": predictions.tolist(),
-        "train_losses": train_losses, "num_processes": accelerator.num_processes,  # step 2
+        "train_losses": train_losses, "num_processes": accelerator.num_processes,  # step 2: ran on
         "train_seconds": train_seconds, "eval_seconds": eval_seconds,
-        "eval_gathered": len(gathered),  # step 3: before the duplicated tail was cut
+        "eval_gathered": len(gathered),  # step 3: how many, before the duplicated tail was cut
     }
-    accelerator.print(f"gathered {len(gathered)} predictions, kept {len(predictions)}")  # step 3
+    # step 3: how many predictions were gathered, and how many kept
+    accelerator.print(f"gathered {len(gathered)} predictions, kept {len(predictions)}")
     accelerator.print(
         f"validation: accuracy {eval_metric['accuracy']:.4f}, "
         f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)"

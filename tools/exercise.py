@@ -1,0 +1,121 @@
+"""Write a student's starting file for a lesson: the step, with the lesson taken back out.
+
+    python tools/exercise.py 3          (make exercise STEP=3: writes exercises/step3/train.py)
+    python tools/exercise.py 3 --print  (prints it instead)
+
+The file is made from the step itself, never by hand: every hunk of the diff from step N-1
+to step N (the lesson, the same hunks tests/test_lessons.py checks) is put back to step
+N-1's code, with a `# TODO step N: ...` comment in its place whose words are the marker
+comments (`# step N: ...`) of the lesson lines. So the exercise is step N-1 plus comments,
+runs as it is, and can never drift from the step. `make check STEP=N FILE=...` grades it.
+"""
+
+import argparse
+import difflib
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FOLDERS = {1: "step1_plain_loop", 2: "step2_accelerate", 3: "step3_distributed_eval",
+           4: "step4_tpu_notebook"}
+MARKER_ABOVE = 4  # as in tests/test_lessons.py: a marker may sit this far above its hunk
+
+
+def docstring_end(lines):
+    """Return the index of the line that closes the module docstring (it opens on line 0)."""
+    return next(i for i, line in enumerate(lines) if i > 0 and line.rstrip().endswith('"""'))
+
+
+def marker_texts(lines, start, end, step):
+    """Return the words of the `# step N:` comments in lines[start:end] (each with the comment
+    lines that continue it), or of the nearest one above when there is none inside."""
+    marker = re.compile(rf"#\s*step {step}\b:?\s*(.*)")
+
+    def words_at(i):
+        match = marker.search(lines[i])
+        words = [match.group(1).strip()]
+        j = i + 1
+        while j < len(lines) and lines[j].strip().startswith("#") \
+                and not re.search(r"#\s*step \d", lines[j]):
+            words.append(lines[j].strip().lstrip("#").strip())
+            j += 1
+        return " ".join(w for w in words if w)
+
+    texts = [words_at(i) for i in range(start, end) if marker.search(lines[i])]
+    if not texts:  # the nearest marker above the hunk
+        above = [i for i in range(max(0, start - MARKER_ABOVE), start) if marker.search(lines[i])]
+        texts = [words_at(above[-1])] if above else []
+    return texts
+
+
+def wrap(text, indent, width=96):
+    """Return text as comment lines of at most width characters, each starting `# `."""
+    lines, current = [], ""
+    for word in text.split():
+        if current and len(indent) + 2 + len(current) + 1 + len(word) > width:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}".strip()
+    if current:
+        lines.append(current)
+    return [f"{indent}# {line}" for line in lines]
+
+
+def exercise(step):
+    """Return the text of step `step`'s exercise."""
+    before = (REPO / FOLDERS[step - 1] / "train.py").read_text().splitlines()
+    after = (REPO / FOLDERS[step] / "train.py").read_text().splitlines()
+    title = after[0].strip('"').strip()
+    out = ['"""Exercise: ' + title[0].lower() + title[1:],
+           "",
+           f"This is step {step - 1}, with a TODO where each change of step {step} goes. Make the changes,",
+           f"then check them: make check STEP={step} FILE=exercises/step{step}/train.py",
+           '"""']
+    start = docstring_end(before) + 1
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    previous = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if i2 <= start and j2 <= docstring_end(after) + 1:
+            continue  # the docstring: replaced by the exercise's own above
+        i1 = max(i1, start)
+        if tag == "equal":
+            out += before[i1:i2]
+            continue
+        texts = marker_texts(after, j1, j2, step)
+        code = [line for line in after[j1:j2] + before[i1:i2] if line.strip()]
+        indent = re.match(r"\s*", code[0]).group(0) if code else ""
+        # a hunk explained by the same comment as the hunk just before it: one TODO for both
+        for text in [t for t in texts if t not in previous] or ([] if texts else ["(see the lesson)"]):
+            out += wrap(f"TODO step {step}: {text}", indent)
+        previous = texts
+        out += before[i1:i2]
+    return "\n".join(out) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", type=int, choices=[2, 3, 4])
+    parser.add_argument("--print", action="store_true", help="print it instead of writing it")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing exercise")
+    args = parser.parse_args()
+    text = exercise(args.step)
+    if args.print:
+        sys.stdout.write(text)
+        return
+    path = REPO / "exercises" / f"step{args.step}" / "train.py"
+    if path.exists() and path.read_text() != text and not args.force:
+        sys.exit(f"error: {path.relative_to(REPO)} exists and has your changes; keep it, or "
+                 f"start again with: python tools/exercise.py {args.step} --force")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"wrote {path.relative_to(REPO)}: step {args.step - 1} with "
+          f"{text.count(f'# TODO step {args.step}:')} TODOs for step {args.step}'s lesson")
+    print(f"run it:    {'python' if args.step < 3 else 'see the README for the launch'} "
+          f"exercises/step{args.step}/train.py")
+    print(f"check it:  make check STEP={args.step} FILE={path.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,434 @@
+"""The what-if lab: run a step beside its variants and measure what each lesson line does.
+
+A variant is a small patch kept beside its step (stepN_*/whatif/<name>.patch): the step with
+one lesson line taken out or done the other common way. It is applied to a copy of the step,
+never to the step itself, and run for real, with tools/lab_driver.py reporting from inside
+every process. measure() turns those reports into numbers, and symptoms() compares a run
+with the lesson's run of the same step: what the table of `make what-if` says, and the
+hints of `make check` (tools/check.py).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+REPO = Path(__file__).resolve().parent.parent
+DRIVER = REPO / "tools" / "lab_driver.py"
+FOLDERS = {1: "step1_plain_loop", 2: "step2_accelerate", 3: "step3_distributed_eval",
+           4: "step4_tpu_notebook"}
+VALIDATION_PAIRS = 408
+# a short run: enough optimizer steps for a missing line to show, few enough for class
+SHORT_RUN = ["--max-train-steps", "30"]
+# how each step's runs are launched: on 1 process (steps 1, 4: step 4 starts its own 2), or
+# on 2 CPU processes with the README's accelerate launch command (steps 2 and 3)
+PROCESSES = {1: 1, 2: 2, 3: 2, 4: 2}
+
+
+class PatchError(Exception):
+    """A variant's patch does not apply to its step as the step is today."""
+
+
+class Variant(NamedTuple):
+    step: int
+    name: str
+    title: str        # the patch's first line, after "What if: "
+    changes: list     # the patch's changed lines, "-old" / "+new"
+    path: Path
+
+
+def variants(step):
+    """Return the what-if variants of a step, in a fixed order (the patches' names)."""
+    found = []
+    for path in sorted((REPO / FOLDERS[step] / "whatif").glob("*.patch")):
+        text = path.read_text()
+        title = text.splitlines()[0].removeprefix("What if: ").strip()
+        changes = [line for line in text.splitlines()
+                   if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))]
+        found.append(Variant(step, path.stem, title, changes, path))
+    return found
+
+
+def apply_patch(patch_path, text):
+    """Return text with the unified diff in patch_path applied: each hunk's old lines must be
+    found exactly as they are in the patch. Raises PatchError naming the patch otherwise."""
+    lines = text.splitlines(keepends=True)
+    hunks = re.split(r"^@@ [^\n]*@@\n", Path(patch_path).read_text(), flags=re.M)[1:]
+    offset = 0
+    for number, hunk in enumerate(hunks, start=1):
+        old, new = [], []
+        for line in hunk.splitlines(keepends=True):
+            if line.startswith("-"):
+                old.append(line[1:])
+            elif line.startswith("+"):
+                new.append(line[1:])
+            elif line.startswith(" "):
+                old.append(line[1:])
+                new.append(line[1:])
+            elif line.strip():
+                break  # the end of the diff
+        at = next((i for i in range(offset, len(lines) - len(old) + 1)
+                   if lines[i:i + len(old)] == old), None)
+        if at is None:
+            raise PatchError(f"{Path(patch_path).relative_to(REPO)}: hunk {number} no longer "
+                             f"applies to {FOLDERS_BY_PATCH(patch_path)}/train.py (its lines "
+                             "changed); update the patch to today's step")
+        lines[at:at + len(old)] = new
+        offset = at + len(new)
+    return "".join(lines)
+
+
+def FOLDERS_BY_PATCH(patch_path):  # noqa: N802 (a lookup, named like the table it reads)
+    return Path(patch_path).resolve().parent.parent.name
+
+
+def lab_environment(**extra):
+    """Return the environment of a lab run: offline (the hub at a closed local port, so no
+    run waits for retries), and nothing set that a step or launch is meant to do itself."""
+    env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_DISABLE_TELEMETRY="1",
+               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+    for name in ("HF_HUB_OFFLINE", "ACCELERATE_USE_CPU", "WORLD_SIZE", "RANK", "LOCAL_RANK",
+                 "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+def launch_command(step, plan_path, processes=None):
+    """Return (command, extra environment) that runs the driver for a step's runs."""
+    n = processes or PROCESSES[step]
+    if step in (2, 3) and n > 1:
+        from tools.run_course import accelerate_launch
+        port = ["--main_process_port", str(free_port())]
+        return (accelerate_launch(n) + port + [str(DRIVER), str(plan_path)],
+                {"ACCELERATE_USE_CPU": "1"})
+    return [sys.executable, str(DRIVER), str(plan_path)], {}
+
+
+def free_port():
+    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None):
+    """Run scripts ({name: path or (path, env)}) as step `step` runs, all in one launch;
+    return {name: measurement} (see measure). folder keeps every report."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for name, script in scripts.items():
+        path, run_env = script if isinstance(script, tuple) else (script, {})
+        runs.append({"name": name, "script": str(path), "env": run_env})
+    n = processes or PROCESSES[step]
+    step_flags = [*flags] + (["--num-processes", str(n)] if step == 4 else [])
+    plan = {"folder": str(folder), "flags": [str(f) for f in step_flags], "runs": runs}
+    plan_path = folder / "plan.json"
+    plan_path.write_text(json.dumps(plan, indent=1))
+    command, launch_env = launch_command(step, plan_path, n)
+    start = time.perf_counter()
+    result = subprocess.run(command, cwd=REPO, env=lab_environment(**launch_env, **(env or {})),
+                            capture_output=True, text=True, timeout=900)
+    (folder / "launch.out").write_text(result.stdout + result.stderr)
+    seconds = time.perf_counter() - start
+    measured = {}
+    for run in runs:
+        measured[run["name"]] = measure(folder / run["name"], n if step > 1 else 1,
+                                        train_steps(step_flags))
+        measured[run["name"]]["launch_seconds"] = seconds
+    if result.returncode != 0 and not all(m["error"] for m in measured.values()):
+        raise RuntimeError(f"the lab's launch failed (exit {result.returncode}):\n"
+                           f"{(result.stdout + result.stderr)[-3000:]}")
+    return measured
+
+
+def train_steps(flags):
+    """Return the number of optimizer steps a run with these flags makes (--max-train-steps)."""
+    flags = [str(f) for f in flags]
+    return int(flags[flags.index("--max-train-steps") + 1])
+
+
+def variant_scripts(step, names=None, folder=None):
+    """Write the step and its variants (all, or those named) as scripts into folder; return
+    {name: path}, the step itself as 'lesson' first."""
+    folder = Path(folder or tempfile.mkdtemp(prefix=f"whatif-step{step}-"))
+    step_text = (REPO / FOLDERS[step] / "train.py").read_text()
+    scripts = {"lesson": REPO / FOLDERS[step] / "train.py"}
+    for variant in variants(step):
+        if names is not None and variant.name not in names:
+            continue
+        path = folder / "scripts" / variant.name / "train.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(apply_patch(variant.path, step_text))
+        scripts[variant.name] = path
+    return scripts
+
+
+def measure(run_folder, processes_launched, train_steps):
+    """Return what a run's reports say, as one dict:
+    error (the line it stopped with, or None), processes (how many reported), alone (how many
+    said they were 1 of 1 when several were launched), scored (pairs each process's metric
+    saw), accuracy / f1 (each process's), writes (metrics.json writes, all processes),
+    printed (processes that printed the result line), bars (processes that showed a
+    progress bar), weights_equal (all processes ended with the same weights), losses (the
+    losses of rank 0's metrics.json), predictions (rank 0's, written), alone_predictions
+    (rank 0's final weights evaluated alone), grad_norm (rank 0's, first optimizer step),
+    num_processes (what rank 0's Accelerator said), seconds (training, rank 0)."""
+    ranks = [json.loads(p.read_text()) for p in sorted(run_folder.glob("rank*.json"))]
+    outcome = json.loads((run_folder / "run0.json").read_text()) \
+        if (run_folder / "run0.json").exists() else {"error": "no report", "seconds": 0}
+    accelerate_ranks = [r for r in ranks if r["num_processes"] is not None]
+    rank0 = next((r for r in ranks if r["rank"] == 0), ranks[0] if ranks else {})
+    outputs = [p.read_text(errors="replace") for p in sorted(run_folder.glob("rank*.out"))]
+    writes = [w for r in ranks for w in r.get("writes", [])]
+    written = rank0.get("writes") or [{}]
+    results = [m for r in ranks for m in r.get("metric_results", [])]
+    return {
+        "error": outcome["error"],
+        "processes": len(accelerate_ranks) or len(ranks),
+        "launched": processes_launched,
+        "alone": sum(1 for r in ranks if r["num_processes"] == 1) if processes_launched > 1 else 0,
+        "num_processes": rank0.get("num_processes"),
+        "distributed_type": rank0.get("distributed_type"),
+        "scored": [m["pairs"] for m in results],
+        "accuracy": [round(m["accuracy"], 4) for m in results],
+        "f1": [round(m["f1"], 4) for m in results],
+        "writes": len(writes),
+        "printed": sum(1 for text in outputs if "validation: accuracy" in text),
+        # the training bar's total is the number of optimizer steps (not the weights' loading bar)
+        "bars": sum(1 for text in outputs
+                    if re.search(rf"\b{train_steps}/{train_steps} \[", text)),
+        "weights_equal": len({r["weights"] for r in ranks if r.get("weights")}) <= 1,
+        "left_group": all(r.get("left_process_group") for r in accelerate_ranks)
+        if accelerate_ranks else None,
+        "losses": written[-1].get("train_losses"),
+        "predictions": written[-1].get("predictions"),
+        "alone_predictions": rank0.get("alone_predictions"),
+        "grad_norm": (rank0.get("grad_norms") or [None])[0],
+        "learning_rates": rank0.get("learning_rates") or [],
+        "gathered": written[-1].get("eval_gathered"),
+        "models_created_inside": sum(sum(r.get("created_inside", [])) for r in ranks),
+        "models_created_before": sum(len(r.get("created_inside", [])) - sum(r.get("created_inside", []))
+                                     for r in ranks),
+        "lengths": sorted({n for r in ranks for n in r.get("lengths", [])}),
+        "seconds": written[-1].get("train_seconds", outcome.get("seconds")),
+    }
+
+
+class Symptom(NamedTuple):
+    name: str
+    hint: str  # what it means, said from the measurement
+
+
+def process_symptoms(run):
+    """Return what is wrong with a run on its own (an empty list: nothing), each said from the
+    run's own numbers. These are the what-if table's verdicts and make check's hints."""
+    if run["error"]:
+        return [Symptom("refused", f"the run stopped: {run['error']}")]
+    found = []
+    if run["alone"]:
+        same = " (the same training, done by each)" if run["weights_equal"] else ""
+        found.append(Symptom("alone", f"each process reports 1 process ({run['alone']} of "
+                             f"{run['launched']}): they did not join one group, each trained "
+                             f"alone on all the data{same}"))
+    if not run["weights_equal"]:
+        found.append(Symptom("weights_differ", "the processes ended with different weights: "
+                             "each trained its own copy of the model"))
+    scored = run["scored"]
+    if scored and max(scored) > VALIDATION_PAIRS:
+        found.append(Symptom("tail_counted", f"your run scored {max(scored)} samples for "
+                             f"{VALIDATION_PAIRS} pairs: the duplicated tail was counted"))
+    elif scored and max(scored) < VALIDATION_PAIRS:
+        found.append(Symptom("own_share", "each process scored only its own share "
+                             f"({' and '.join(map(str, scored))} of {VALIDATION_PAIRS} pairs)"))
+    if run["writes"] > 1:
+        found.append(Symptom("many_writers", f"{run['writes']} processes wrote metrics.json"))
+    if run["printed"] > 1:
+        found.append(Symptom("many_printers", f"{run['printed']} processes printed the result"))
+    if run["bars"] > 1:
+        found.append(Symptom("many_bars", f"{run['bars']} progress bars, one per process"))
+    return found
+
+
+def symptoms(run, lesson):
+    """Return the Symptoms of a run that the lesson's run of the same step does not have; when
+    there are none, how its training or predictions differ from the lesson's, if they do."""
+    if run["error"]:
+        return process_symptoms(run)
+    lesson_has = {s.name for s in process_symptoms(lesson)}
+    found = [s for s in process_symptoms(run) if s.name not in lesson_has]
+    if found:
+        return found
+    if run["losses"] != lesson["losses"] and run["predictions"] == lesson["predictions"] \
+            and close(run["losses"], lesson["losses"]):
+        found.append(Symptom("float_order", "the same function: identical predictions, losses "
+                             f"equal to a relative {TOLERANCE:g} (only the order of float sums "
+                             "changed)"))
+    elif run["losses"] != lesson["losses"]:
+        first = next((i for i, (a, b) in enumerate(zip(run["losses"], lesson["losses"]))
+                      if a != b), len(lesson["losses"]))
+        found.append(Symptom("training_differs", f"training differs from optimizer step "
+                             f"{first + 1} on: mean loss of the last 10 steps "
+                             f"{mean(run['losses'][-10:]):.4f} (lesson "
+                             f"{mean(lesson['losses'][-10:]):.4f})"
+                             + learning_rate_note(run, lesson)))
+    elif run["predictions"] != lesson["predictions"]:
+        changed = sum(a != b for a, b in zip(run["predictions"], lesson["predictions"]))
+        found.append(Symptom("predictions_differ", f"the same training, but {changed} of "
+                             f"{VALIDATION_PAIRS} predictions differ"))
+    return found
+
+
+def learning_rate_note(run, lesson):
+    """Return ', learning rate ... (lesson ...)' where the run's schedule differs, else ''."""
+    mine, theirs = run["learning_rates"], lesson["learning_rates"]
+    if not mine or mine == theirs:
+        return ""
+    middle = len(mine) // 2
+    return (f"; learning rate at steps {middle + 1} and {len(mine)}: {mine[middle]:.2e} and "
+            f"{mine[-1]:.2e} (lesson {theirs[middle]:.2e} and {theirs[-1]:.2e})")
+
+
+# two runs that compute the same function in other tensor shapes add their floats in another
+# order: their losses then agree to about 1e-6 relative; 1e-4 leaves room, and any real
+# change of the training (a step, a learning rate, a gradient) moves them by far more
+TOLERANCE = 1e-4
+
+
+def close(a, b):
+    """Return True if two loss lists have the same length and agree to TOLERANCE (relative)."""
+    return len(a) == len(b) and all(abs(x - y) <= TOLERANCE * abs(y) for x, y in zip(a, b))
+
+
+def mean(values):
+    return sum(values) / len(values) if values else float("nan")
+
+
+def checkpoint_without_dropout(folder):
+    """Return a copy of the embedded checkpoint, in folder, whose config turns dropout off:
+    two runs that differ only in tensor shapes (padding) then compute the same function."""
+    import shutil
+    from common.checkpoint import EMBEDDED_CHECKPOINT
+    target = Path(folder) / "bert-without-dropout"
+    if not target.exists():
+        shutil.copytree(EMBEDDED_CHECKPOINT, target, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+        config = json.loads((target / "config.json").read_text())
+        config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                      classifier_dropout=0.0)
+        (target / "config.json").write_text(json.dumps(config))
+    return target
+
+
+def verdict(run, lesson, is_lesson=False):
+    """Return the what-if table's verdict for a run: for the lesson, what it leaves wrong on
+    its own ('-' when nothing); for a variant, how it differs from the lesson."""
+    if is_lesson:
+        return "; ".join(s.hint for s in process_symptoms(run)) or "-"
+    found = symptoms(run, lesson)
+    if not found:
+        return "same as the lesson: identical losses, predictions and metrics"
+    return "; ".join(s.hint for s in found)
+
+
+def measured_cells(run):
+    """Return the table's 'measured' cell for a run."""
+    if run["error"]:
+        return "refused before training"
+    cells = [f"{run['processes']} process{'es' if run['processes'] != 1 else ''}"
+             + (f" ({run['alone']} alone)" if run["alone"] else "")]
+    scored = run["scored"]
+    if scored:
+        cells.append("scored " + " + ".join(map(str, scored)))
+        cells.append("accuracy " + " / ".join(f"{a:.4f}" for a in run["accuracy"]))
+    cells.append(f"{run['writes']} metrics.json write{'s' if run['writes'] != 1 else ''}")
+    if run["processes"] > 1:
+        cells.append("weights " + ("equal" if run["weights_equal"] else "differ"))
+    return ", ".join(cells)
+
+
+# runs beside the variants: (name, variant it runs, environment) - a variant measured again
+# under a setting where the lesson line matters more than in the course's own run
+EXTRA_RUNS = {
+    2: [("lesson, with ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2", "lesson",
+         {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "2"}),
+        ("loss_backward, with ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2", "loss_backward",
+         {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "2"})],
+}
+# step 4's processes get one thread each, as the lesson's do (Accelerate gives each gloo
+# process cores / processes threads): without it a variant whose processes do not join gets
+# the default threads in each process, and on 2 cores they slow each other down many times
+# over (measured once: 74 s instead of 4 s), which no test can afford
+LAUNCH_ENV = {4: {"OMP_NUM_THREADS": "1"}}
+
+
+def step4_flags(folder):
+    """Return the flags of step 4's lab runs: the short run, on a copy of the checkpoint with
+    dropout off, so that step 4 and its variants can be compared with step 3 exactly (with
+    dropout on, padding to 128 tokens draws other dropout masks: another seed, in effect)."""
+    return [*SHORT_RUN, "--checkpoint", str(checkpoint_without_dropout(folder))]
+
+
+def what_if(step, folder, names=None, extra=None):
+    """Run a step and its variants (all, or those named), and any extra scripts ({name: path},
+    in the same launch, not in the table); return the table's rows (dicts with variant,
+    change, measured, verdict and seconds) and the measurements ({run name: measure(...)},
+    the step's own run as 'lesson')."""
+    folder = Path(folder)
+    scripts = variant_scripts(step, names, folder)
+    for name, base, env in EXTRA_RUNS.get(step, []):
+        if base in scripts:
+            scripts[name] = (scripts[base], env)
+    in_table = list(scripts)
+    scripts.update(extra or {})
+    flags = step4_flags(folder) if step == 4 else SHORT_RUN
+    measured = run_scripts(step, scripts, folder / "runs", flags, env=LAUNCH_ENV.get(step))
+    by_name = {v.name: v for v in variants(step)}
+    rows = []
+    for name in in_table:
+        run = measured[name]
+        base = name.split(",")[0]
+        reference = measured["lesson"]
+        if name != base:  # an extra run: compared with the lesson under the same setting
+            reference = measured[f"lesson{name[len(base):]}"]
+        is_lesson = base == "lesson"
+        change = "-" if is_lesson else change_cell(by_name[base].changes)
+        if name != base:
+            change = f"{'the lesson' if is_lesson else change}, with {name.split(', with ')[1]}"
+        text = verdict(run, reference, is_lesson and name == base)
+        if name != base and not is_lesson and run["grad_norm"] and reference["grad_norm"]:
+            text += (f"; gradient norm at the first step {run['grad_norm']:.4f}, the lesson's "
+                     f"{reference['grad_norm']:.4f}")
+        elif name != base and is_lesson and run["grad_norm"]:
+            text = f"gradient norm at the first step {run['grad_norm']:.4f}"
+        rows.append({"variant": name, "change": change, "measured": measured_cells(run),
+                     "verdict": text, "seconds": run["seconds"]})
+    return rows, measured
+
+
+def change_cell(changes, most=3):
+    """Return a variant's changed lines for a table cell: at most `most`, then how many more."""
+    shown = [f"`{line[0]} {line[1:].strip()}`" for line in changes[:most]]
+    if len(changes) > most:
+        shown.append(f"and {len(changes) - most} more lines")
+    return "<br>".join(shown)
+
+
+def markdown_table(rows, with_time=True):
+    """Return the what-if rows as a Markdown table."""
+    header = "| variant | the change | measured | against the lesson |" + (" time |" if with_time else "")
+    lines = [header, "|" + "---|" * (5 if with_time else 4)]
+    for row in rows:
+        cells = [f"**{row['variant']}**" if row["variant"] == "lesson" else row["variant"],
+                 row["change"], row["measured"], row["verdict"]]
+        if with_time:
+            cells.append(f"{row['seconds']:.1f} s")
+        lines.append("| " + " | ".join(c.replace("|", "\\|") if "`" not in c else c
+                                        for c in cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,275 @@
+"""Run step scripts unchanged, one after the other, and report from inside every process.
+
+    python tools/lab_driver.py PLAN.json                       (steps 1 and 4)
+    ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 ... \
+        tools/lab_driver.py PLAN.json                          (steps 2 and 3)
+
+PLAN.json: {"flags": [...], "runs": [{"name": ..., "script": ..., "env": {...}}, ...]}, written
+by tools/lab.py. Each run's script is a course step or a what-if variant of one (a patched
+copy); its own main() runs as `python script flags --output-dir <run folder>` would run it,
+and its processes are the ones this driver was launched as (or, for step 4, the ones its
+notebook_launcher starts). Starting the processes once for several runs saves their start
+(about 6 s of imports each); between runs the Accelerate state is reset, so every run sets
+up its processes and its process group again, as a fresh launch would.
+
+Every process writes, into the run's folder:
+- rank<R>.out: what it printed (stdout and stderr);
+- rank<R>.json: what its Accelerate state says (process index, number of processes,
+  distributed type, backend), what it computed with the metric (pairs, accuracy, F1), how
+  often it wrote metrics.json and what it wrote, the gradient norm at its first optimizer
+  steps, and a fingerprint of its final weights; the process of rank 0 also evaluates those
+  final weights once more on its own, with a plain, unsharded dataloader over the whole
+  validation split: the predictions a correct distributed evaluation must equal;
+- run.json (by the process that called main()): the wall time, and the error the run
+  stopped with, if any (an `error:` line, or an exception's type and message).
+Nothing here changes what a step computes: the spies only look (they wrap
+from_pretrained, AdamW.step, the metric and write_metrics, and call the originals).
+"""
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import runpy
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import evaluate
+import torch
+from accelerate import PartialState
+from accelerate.state import AcceleratorState, GradientState
+from transformers import AutoModelForSequenceClassification
+
+RANK = lambda: os.environ.get("RANK", "0")  # noqa: E731 (read when asked: launchers set it)
+
+
+class Record:
+    """What one process saw during one run."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.models = []
+        self.metric_results = []
+        self.writes = []
+        self.grad_norms = []
+        self.learning_rates = []
+        self.left_group = False
+        self.created_inside = []
+        self.lengths = []
+
+
+def fingerprint(model):
+    """Return a short hash of every weight of the model (equal weights, equal hash)."""
+    digest = hashlib.sha1()
+    for parameter in model.parameters():
+        digest.update(parameter.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:12]
+
+
+def evaluate_alone(model, args):
+    """Return the predictions of the model for the whole validation split, computed by this
+    process alone on a plain dataloader (the reference for a distributed evaluation)."""
+    from common.checkpoint import load_tokenizer
+    from common.data import get_dataloaders, load_mrpc
+
+    tokenizer = load_tokenizer(model.name_or_path)
+    with contextlib.redirect_stdout(io.StringIO()):  # its data notes are not the run's output
+        raw = load_mrpc(args.dataset)
+    _, loader = get_dataloaders(raw, tokenizer, args.train_batch_size, args.eval_batch_size)
+    was_training = model.training
+    model.eval()
+    predictions = []
+    with torch.no_grad():
+        for batch in loader:
+            batch = {k: v.to(next(model.parameters()).device) for k, v in batch.items()}
+            predictions += model(**batch).logits.argmax(dim=-1).tolist()
+    model.train(was_training)
+    return predictions
+
+
+def report_process(record, args):
+    """Write rank<R>.json for this process."""
+    state = PartialState._shared_state  # empty when the run stopped before its Accelerator
+    model = record.models[-1] if record.models else None
+    report = {
+        "rank": int(RANK()),
+        "process_index": state.get("process_index"),
+        "num_processes": state.get("num_processes"),
+        "distributed_type": str(state["distributed_type"]) if "distributed_type" in state else None,
+        "backend": state.get("backend"),
+        "left_process_group": record.left_group,
+        "metric_results": record.metric_results,
+        "writes": record.writes,
+        "grad_norms": record.grad_norms,
+        "learning_rates": record.learning_rates,
+        "created_inside": record.created_inside,
+        "lengths": sorted(set(record.lengths)),
+        "weights": fingerprint(model) if model is not None else None,
+    }
+    if report["rank"] == 0 and model is not None and args is not None:
+        report["alone_predictions"] = evaluate_alone(model, args)
+    path = record.folder / f"rank{RANK()}.json"
+    path.write_text(json.dumps(report))
+
+
+@contextlib.contextmanager
+def output_to(path):
+    """Send this process's stdout and stderr (print, tqdm, warnings) to a file."""
+    with open(path, "a", buffering=1) as f, contextlib.redirect_stdout(f), \
+            contextlib.redirect_stderr(f):
+        yield
+
+
+def spy_on(step_globals, record):
+    """Wrap what the step calls so that the record sees it; return a function that undoes it."""
+    undo = []
+
+    original_from_pretrained = AutoModelForSequenceClassification.from_pretrained.__func__
+
+    def from_pretrained(cls, *a, **k):
+        model = original_from_pretrained(cls, *a, **k)
+        record.models.append(model)
+        # created by a launched process (inside training_function), or before any launch
+        record.created_inside.append(bool(PartialState._shared_state.get("num_processes")))
+        # the lengths of the batches the model sees (the first 40 forward passes)
+        model.register_forward_pre_hook(
+            lambda module, args, kwargs: record.lengths.append(kwargs["input_ids"].shape[1])
+            if len(record.lengths) < 40 and "input_ids" in kwargs else None, with_kwargs=True)
+        return model
+
+    AutoModelForSequenceClassification.from_pretrained = classmethod(from_pretrained)
+    undo.append(lambda: setattr(AutoModelForSequenceClassification, "from_pretrained",
+                                classmethod(original_from_pretrained)))
+
+    original_compute = evaluate.EvaluationModule.compute
+
+    def compute(self, *a, **k):
+        result = original_compute(self, *a, **k)
+        if result is not None:  # None: a process that is not the metric's main process
+            pairs = len(k["predictions"]) if "predictions" in k else None
+            record.metric_results.append(dict(result, pairs=pairs))
+        return result
+
+    original_add_batch = evaluate.EvaluationModule.add_batch
+    added = []
+
+    def add_batch(self, *a, **k):
+        """The metric's add_batch, counting the predictions added."""
+        added.append(len(k.get("predictions", [])))
+        return original_add_batch(self, *a, **k)
+
+    def compute_counting(self, *a, **k):
+        """The metric's compute, recording its result and how many pairs it scored."""
+        count = sum(added)
+        added.clear()
+        result = compute(self, *a, **k)
+        if record.metric_results and record.metric_results[-1]["pairs"] is None:
+            record.metric_results[-1]["pairs"] = count
+        return result
+
+    # (evaluate copies these functions when it loads a metric and appends to their
+    # docstrings, which must therefore be written out, as they are above)
+    evaluate.EvaluationModule.compute = compute_counting
+    evaluate.EvaluationModule.add_batch = add_batch
+    undo.append(lambda: setattr(evaluate.EvaluationModule, "compute", original_compute))
+    undo.append(lambda: setattr(evaluate.EvaluationModule, "add_batch", original_add_batch))
+
+    if "write_metrics" in step_globals:
+        original_write = step_globals["write_metrics"]
+
+        def write_metrics(output_dir, args, results):
+            record.writes.append({k: results[k] for k in
+                                  ("accuracy", "f1", "eval_samples", "eval_gathered", "predictions",
+                                   "train_losses", "num_processes", "train_seconds")
+                                  if k in results})
+            return original_write(output_dir, args, results)
+
+        step_globals["write_metrics"] = write_metrics
+
+    if "AdamW" in step_globals:
+        original_adamw = step_globals["AdamW"]
+
+        class AdamW(original_adamw):
+            def step(self, *a, **k):
+                record.learning_rates.append(self.param_groups[0]["lr"])
+                if len(record.grad_norms) < 3:
+                    grads = [p.grad.detach().double().norm() ** 2 for group in self.param_groups
+                             for p in group["params"] if p.grad is not None]
+                    record.grad_norms.append(float(torch.stack(grads).sum().sqrt()) if grads else 0.0)
+                return super().step(*a, **k)
+
+        step_globals["AdamW"] = AdamW
+    # the step leaves the process group at its end (end_training); the driver keeps it for the
+    # next run and leaves it once, at its own end: a group cannot be set up twice in a launch
+    # (the launcher's store still holds the first group's addresses). Noted, not done:
+    original_destroy = torch.distributed.destroy_process_group
+
+    def destroy_process_group(group=None):
+        record.left_group = True
+
+    torch.distributed.destroy_process_group = destroy_process_group
+    undo.append(lambda: setattr(torch.distributed, "destroy_process_group", original_destroy))
+    return lambda: [u() for u in reversed(undo)]
+
+
+def run(entry, flags, folder):
+    """Run one script's main() in this process; write run.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    record = Record(folder)
+    os.environ.update(entry.get("env", {}))
+    # a fresh start for Accelerate, as in a new process: no state (the process group, if
+    # there is one, is kept: see spy_on)
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+    sys.argv = [entry["script"], *flags, "--output-dir", str(folder / "output")]
+    outcome = {"error": None}
+    start = time.perf_counter()
+    with output_to(folder / f"rank{RANK()}.out"):
+        undo = lambda: None  # noqa: E731
+        try:
+            step = runpy.run_path(entry["script"], run_name="lab")
+            step_globals = step["main"].__globals__
+            undo = spy_on(step_globals, record)
+            original_training_function = step_globals["training_function"]
+
+            def training_function(*args):
+                # in the processes notebook_launcher starts, write to their own files
+                with output_to(folder / f"rank{RANK()}.out"):
+                    try:
+                        return original_training_function(*args)
+                    finally:
+                        report_process(record, args[-1])
+
+            step_globals["training_function"] = training_function
+            step["main"]()
+        except SystemExit as stop:
+            if stop.code not in (None, 0):
+                outcome["error"] = str(stop.code)
+        except Exception as error:  # a refusal is a result too: keep its first line
+            first = (str(error).strip().splitlines() or [""])[0]
+            outcome["error"] = f"{type(error).__name__}: {first}"
+            traceback.print_exc()
+        finally:
+            undo()
+    outcome["seconds"] = time.perf_counter() - start
+    if not (folder / f"rank{RANK()}.json").exists():  # main() stopped before training
+        report_process(record, None)
+    (folder / f"run{RANK()}.json").write_text(json.dumps(outcome))
+
+
+def main():
+    plan = json.loads(Path(sys.argv[1]).read_text())
+    for entry in plan["runs"]:
+        saved_env = dict(os.environ)
+        run(entry, plan["flags"], Path(plan["folder"]) / entry["name"])
+        os.environ.clear()
+        os.environ.update(saved_env)
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""What breaks without it: run each step beside its variants and print what changes.
+
+    python tools/whatif.py                 (every step; about a minute on 2 CPU cores)
+    python tools/whatif.py --step 3        (one step: make what-if STEP=3)
+    python tools/whatif.py --readme        (also rewrite the tables in README.md)
+
+Each variant is a patch beside its step (stepN_*/whatif/<name>.patch) that takes one lesson
+line out, or does it the other common way; it is applied to a copy, never to the step. The
+step and its variants run for real, as short runs (30 optimizer steps), steps 2 and 3 on 2
+CPU processes started by accelerate launch, step 4 on the 2 processes its notebook_launcher
+starts. The table says, for each: the change, what was measured (processes, and how many of
+them believed they were alone; pairs each process scored; accuracy; metrics.json writes;
+whether the processes ended with the same weights), the verdict against the lesson, and the
+training time. tests/test_whatif.py runs the same and checks the README's tables.
+"""
+
+import argparse
+import platform
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tools import lab  # noqa: E402
+
+README = REPO / "README.md"
+BLOCK = re.compile(r"(<!-- BEGIN whatif (\d) -->\n)(.*?)(<!-- END whatif -->)", re.S)
+LAUNCHES = {1: "1 process (python)", 2: "2 CPU processes (accelerate launch)",
+            3: "2 CPU processes (accelerate launch)", 4: "2 CPU processes (notebook_launcher)"}
+
+
+def notes(step):
+    """Return the variants' notes: the text of each patch between its first line and its diff."""
+    found = []
+    for variant in lab.variants(step):
+        text = variant.path.read_text().split("\n--- ", 1)[0].splitlines()[1:]
+        note = " ".join(line.strip() for line in text if line.strip())
+        if note:
+            found.append(f"- **{variant.name}**: {note}")
+    return "\n".join(found) + ("\n" if found else "")
+
+
+def block(step, rows, with_time=True):
+    """Return a step's table as the README shows it: the table, then the variants' notes."""
+    table = lab.markdown_table(rows, with_time)
+    extra = notes(step)
+    return table + ("\n" + extra if extra else "")
+
+
+def cpu():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--step", type=int, nargs="+", choices=[1, 2, 3, 4], default=[1, 2, 3, 4])
+    parser.add_argument("--output-dir", help="keep every run's reports here (default: a "
+                                             "temporary folder)")
+    parser.add_argument("--readme", action="store_true",
+                        help="rewrite the what-if tables in README.md with these results")
+    args = parser.parse_args()
+    folder = Path(args.output_dir or tempfile.mkdtemp(prefix="whatif-"))
+    blocks = {}
+    for step in args.step:
+        print(f"\n## Step {step}: {LAUNCHES[step]}, {lab.train_steps(lab.SHORT_RUN)} optimizer "
+              f"steps each (reports in {folder / f'step{step}'})\n", flush=True)
+        try:
+            rows, _ = lab.what_if(step, folder / f"step{step}")
+        except lab.PatchError as error:
+            sys.exit(f"error: {error}")
+        blocks[step] = block(step, rows)
+        print(blocks[step], flush=True)
+    print(f"Measured on {cpu()}, {sys.platform}, Python {platform.python_version()}.")
+    if args.readme:
+        text = README.read_text()
+
+        def fill(match):
+            head, step, _, tail = match.groups()
+            body = blocks.get(int(step))
+            return head + body + tail if body else match.group(0)
+
+        README.write_text(BLOCK.sub(fill, text))
+        print(f"updated the what-if tables of {README.name}: steps {sorted(blocks)}")
+
+
+if __name__ == "__main__":
+    main()
