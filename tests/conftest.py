@@ -1,4 +1,6 @@
-"""Helpers shared by the tests: run a step script as a real subprocess and read its results."""
+"""Helpers shared by the tests: run a step script as a real subprocess and read its results,
+and the lab's runs (tools/lab.py), made once per session and shared by the tests that read
+them: the comparison tests of each step, the what-if tests and the grader's tests."""
 
 import json
 import os
@@ -8,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from common.checkpoint import EMBEDDED_CHECKPOINT
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from tools import check, exercise, lab  # noqa: E402
 STEPS = {
     1: REPO / "step1_plain_loop" / "train.py",
     2: REPO / "step2_accelerate" / "train.py",
@@ -108,10 +110,55 @@ def run_cpu_launch(num_processes, script_and_args, **launch):
 def checkpoint_without_dropout(tmp_path_factory):
     """A copy of the embedded checkpoint whose config turns dropout off: two runs that differ
     only in tensor shapes (padding) then compute the same function."""
-    import shutil
-    folder = tmp_path_factory.mktemp("no_dropout") / "bert"
-    shutil.copytree(EMBEDDED_CHECKPOINT, folder)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0)
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
+    return lab.checkpoint_without_dropout(tmp_path_factory.mktemp("no_dropout"))
+
+
+class LabRuns:
+    """The lab's runs of one step, made when first asked for: the step and its what-if
+    variants in one launch (with the step's exercise beside them), and what grading needs
+    besides (tools/check.py: step 2 on 1 process beside step 1 and step 3, step 3 as step
+    4's reference). Short runs: lab.SHORT_RUN."""
+
+    def __init__(self, step, folder):
+        self.step, self.folder = step, folder
+        extra = {}
+        if step > 1:
+            path = folder / "exercise" / "train.py"
+            path.parent.mkdir(parents=True)
+            path.write_text(exercise.exercise(step))
+            extra["exercise"] = path
+        self.rows, self.measured = lab.what_if(step, folder, extra=extra)
+        self.scripts = {v.name: folder / "scripts" / v.name / "train.py" for v in lab.variants(step)}
+        self.scripts.update(extra)
+        self.graded = {}
+        if step > 1:
+            if step == 2:  # step 3 too, on one process: it must equal step 2 there
+                self.scripts_one = {**self.scripts, "step3": STEPS[3]}
+            self.runs = check.runs_for(step, getattr(self, "scripts_one", self.scripts), folder,
+                                       measured=self.measured)
+            names = ["lesson", *self.scripts]
+            self.graded = {name: check.grade(step, name, self.runs) for name in names}
+
+    def __getitem__(self, name):
+        return self.measured[name]
+
+
+@pytest.fixture(scope="session")
+def lab_runs(tmp_path_factory):
+    """lab_runs(step) -> LabRuns of that step, made once per session."""
+    made = {}
+
+    def get(step):
+        if step not in made:
+            made[step] = LabRuns(step, tmp_path_factory.mktemp(f"lab_step{step}"))
+        return made[step]
+
+    return get
+
+
+def pytest_collection_modifyitems(items):
+    """A test parametrized by `step` belongs to that step's lesson: make test STEP=N runs it."""
+    for item in items:
+        step = getattr(item, "callspec", None) and item.callspec.params.get("step")
+        if step in (1, 2, 3, 4):
+            item.add_marker(getattr(pytest.mark, f"step{step}"))

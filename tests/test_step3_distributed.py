@@ -5,7 +5,9 @@ validation sample exactly once.
 Each multi-process test checks, from inside every launched process, that the number of
 processes is the one asked for and that Accelerate runs them as MULTI_CPU: the failure this
 lesson is about is a launch that silently runs one process, or several that each think
-they are alone.
+they are alone. The runs are the lab's (tools/lab_driver.py reports from inside each
+process, and the process of rank 0 evaluates the final weights once more, alone, on a plain
+dataloader): the README's command for 2 processes is shared with the what-if tests.
 """
 
 import json
@@ -14,83 +16,72 @@ import sys
 
 import pytest
 
-from conftest import (REPO, SHORT_RUN, STEPS, accelerate_launch_command, assert_ok, free_port,
-                      offline_env, read_metrics, run_cpu_launch, run_step)
+from conftest import REPO, STEPS, lab, offline_env, run_cpu_launch
 
-SPY = REPO / "tests" / "helpers" / "spy_run.py"
 GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
 VALIDATION_SIZE = 408
+pytestmark = pytest.mark.step3
 
 
-def read_ranks(report_dir, n):
-    return [json.loads((report_dir / f"rank{i}.json").read_text()) for i in range(n)]
-
-
-def check_inside(report_dir, n):
-    for i, rank in enumerate(read_ranks(report_dir, n)):
-        assert rank["process_index"] == i
+def check_inside(run_folder, n):
+    """Every process of the run says it is one of n, MULTI_CPU over gloo."""
+    ranks = sorted((json.loads(p.read_text()) for p in run_folder.glob("rank*.json")),
+                   key=lambda r: r["process_index"])
+    assert [r["process_index"] for r in ranks] == list(range(n))
+    for rank in ranks:
         assert rank["num_processes"] == n
         assert rank["distributed_type"] == "DistributedType.MULTI_CPU"
         assert rank["backend"] == "gloo"
 
 
-def test_one_process_is_identical_to_step2(tmp_path):
-    assert_ok(run_step(2, tmp_path / "step2", *SHORT_RUN))
-    result = run_step(3, tmp_path / "step3", *SHORT_RUN)
-    assert_ok(result)
-    two, three = read_metrics(tmp_path / "step2"), read_metrics(tmp_path / "step3")
+def test_one_process_is_identical_to_step2(lab_runs):
+    runs = lab_runs(2).runs["one"]  # step 2 and step 3, each on one process
+    two, three = runs["lesson"], runs["step3"]
+    assert three["error"] is None
     assert three["predictions"] == two["predictions"]
     assert (three["accuracy"], three["f1"]) == (two["accuracy"], two["f1"])
-    assert three["train_losses"] == two["train_losses"]
-    assert three["eval_gathered"] == three["eval_samples"] == VALIDATION_SIZE
-    assert "gathered 408 predictions, kept 408" in result.stdout
+    assert three["losses"] == two["losses"]
+    assert three["gathered"] == three["scored"][0] == VALIDATION_SIZE
+    out = (lab_runs(2).folder / "one" / "step3" / "rank0.out").read_text()
+    assert "gathered 408 predictions, kept 408" in out
 
 
-@pytest.fixture(scope="module")
-def two_process_run(tmp_path_factory):
-    """A short step 3 run on 2 processes, with reports from inside each process."""
-    out = tmp_path_factory.mktemp("step3_two")
-    result = run_cpu_launch(
-        2, [SPY, out / "report", STEPS[3], "--output-dir", out, *SHORT_RUN])
-    assert_ok(result)
-    return out, result
-
-
-@pytest.mark.parametrize("n", [2, 3])
-def test_multi_process_evaluation_equals_single_process_evaluation(tmp_path, two_process_run, n):
-    if n == 2:
-        out, result = two_process_run
-    else:
-        out = tmp_path
-        result = run_cpu_launch(
-            n, [SPY, out / "report", STEPS[3], "--output-dir", out, *SHORT_RUN])
-        assert_ok(result)
-    check_inside(out / "report", n)
-    metrics = read_metrics(out)
-    assert metrics["num_processes"] == n
+def check_two_or_three(run, run_folder, n):
+    check_inside(run_folder, n)
+    assert run["num_processes"] == n and run["alone"] == 0
     # the padded count: every process runs ceil(51 batches / n) batches of 8
     batches_per_process = -(-51 // n)
-    assert metrics["eval_gathered"] == batches_per_process * n * 8  # 2 -> 416, 3 -> 408
-    assert metrics["eval_samples"] == VALIDATION_SIZE
+    assert run["gathered"] == batches_per_process * n * 8  # 2 -> 416, 3 -> 408
+    assert len(run["predictions"]) == VALIDATION_SIZE
     # the same weights evaluated by one process, unsharded: same predictions, bit for bit
-    reference = json.loads((out / "report" / "single_process_eval.json").read_text())
-    assert metrics["predictions"] == reference["predictions"]
+    assert run["predictions"] == run["alone_predictions"]
     labels = [json.loads(line)["label"] for line in
               (REPO / "common" / "embedded_data" / "validation.jsonl").read_text().splitlines()]
-    correct = sum(p == y for p, y in zip(reference["predictions"], labels))
-    assert metrics["accuracy"] == correct / VALIDATION_SIZE
-    # what a student sees: the state of process 0, and the counts
-    assert "Distributed environment: DistributedType.MULTI_CPU  Backend: gloo" in result.stdout
-    assert f"Num processes: {n}" in result.stdout
-    assert f"gathered {metrics['eval_gathered']} predictions, kept 408" in result.stdout
-    # one process prints: the result line appears once, not n times
-    assert result.stdout.count("validation: accuracy") == 1
+    correct = sum(p == y for p, y in zip(run["alone_predictions"], labels))
+    assert run["accuracy"][0] == round(correct / VALIDATION_SIZE, 4)
+    # what a student sees: the state of process 0, and the counts, from one process only
+    out = (run_folder / "rank0.out").read_text()
+    assert "Distributed environment: DistributedType.MULTI_CPU  Backend: gloo" in out
+    assert f"Num processes: {n}" in out
+    assert f"gathered {run['gathered']} predictions, kept 408" in out
+    assert run["printed"] == 1 and run["writes"] == 1
+    assert run["left_group"]  # every process left the process group (end_training)
+
+
+def test_two_processes_evaluate_like_one_process(lab_runs):
+    runs = lab_runs(3)
+    check_two_or_three(runs["lesson"], runs.folder / "runs" / "lesson", 2)
+
+
+def test_three_processes_evaluate_like_one_process(tmp_path):
+    run = lab.run_scripts(3, {"lesson": STEPS[3]}, tmp_path, processes=3)["lesson"]
+    check_two_or_three(run, tmp_path / "lesson", 3)
 
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_gather_and_truncate_over_a_grid_of_sizes(tmp_path, n):
     result = run_cpu_launch(n, [GRID, tmp_path, n])
-    assert_ok(result)
+    assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "grid.json").read_text())
     assert report["num_processes"] == n
     assert report["distributed_type"] == "DistributedType.MULTI_CPU"
@@ -99,25 +90,47 @@ def test_gather_and_truncate_over_a_grid_of_sizes(tmp_path, n):
         in report["cases"]
 
 
-def test_two_machines_on_loopback_equal_one_machine_with_two_processes(tmp_path, two_process_run):
-    one_machine, _ = two_process_run
-    port = free_port()
-    out = tmp_path / "two_machines"
-    launches = [
-        subprocess.Popen(
-            accelerate_launch_command(
-                2, [SPY, out / "report", STEPS[3], "--output-dir", out, *SHORT_RUN],
-                num_machines=2, machine_rank=rank, port=port),
-            cwd=REPO, env=offline_env(ACCELERATE_USE_CPU="1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True)
-        for rank in (0, 1)
-    ]
+def launch_two_machines(tmp_path, launcher):
+    """Run step 3 as 2 machines of 1 process each on 127.0.0.1; return (run, outputs)."""
+    plan = lab.write_plan(3, {"lesson": STEPS[3]}, tmp_path, processes=2)
+    port = lab.free_port()
+    commands = []
+    for rank in (0, 1):
+        if launcher == "accelerate":
+            from tools.run_course import accelerate_launch
+            words = accelerate_launch(2)
+            words[words.index("--num_machines") + 1] = "2"
+            words += ["--machine_rank", str(rank), "--main_process_ip", "127.0.0.1",
+                      "--main_process_port", str(port)]
+        else:
+            words = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+                     "--node_rank", str(rank), "--nproc_per_node", "1",
+                     "--master_addr", "127.0.0.1", "--master_port", str(port)]
+        commands.append(words + [str(lab.DRIVER), str(plan)])
+    # the README's commands: ACCELERATE_USE_CPU=1 for accelerate launch; for torchrun, one
+    # thread per process, which accelerate launch and torchrun --nproc_per_node 2 set by
+    # themselves (a machine of one process keeps all its cores: here two "machines" share 2)
+    env = offline_env(ACCELERATE_USE_CPU="1") if launcher == "accelerate" else \
+        offline_env(OMP_NUM_THREADS="1")
+    launches = [subprocess.Popen(words, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True) for words in commands]
+    outputs = []
     for launch in launches:
         output, _ = launch.communicate(timeout=600)
         assert launch.returncode == 0, output[-3000:]
-    check_inside(out / "report", 2)
-    a, b = read_metrics(one_machine), read_metrics(out)
-    assert b["num_processes"] == 2 and b["eval_gathered"] == 416
-    assert a["predictions"] == b["predictions"]
-    assert (a["accuracy"], a["f1"]) == (b["accuracy"], b["f1"])
-    assert a["train_losses"] == b["train_losses"]
+        outputs.append(output)
+    return lab.measure_plan(plan, 2)["lesson"], outputs
+
+
+def test_two_machines_on_loopback_equal_one_machine_with_two_processes(tmp_path, lab_runs):
+    one_machine = lab_runs(3)["lesson"]
+    run, _ = launch_two_machines(tmp_path, "accelerate")
+    check_inside(tmp_path / "lesson", 2)
+    assert run["num_processes"] == 2 and run["gathered"] == 416
+    assert run["predictions"] == one_machine["predictions"]
+    assert (run["accuracy"], run["f1"]) == (one_machine["accuracy"], one_machine["f1"])
+    assert run["losses"] == one_machine["losses"]
+    # accelerator.print prints on the local main process of each machine: here both
+    # "machines" are local mains (process index 0 and 1, local index 0 each), so the result
+    # line is printed twice, once per machine; metrics.json is written once, by process 0
+    assert run["printed"] == 2 and run["writes"] == 1

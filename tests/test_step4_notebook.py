@@ -9,76 +9,69 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from conftest import REPO, SHORT_RUN, STEPS, assert_ok, read_metrics, run_command, run_cpu_launch
+from conftest import REPO, read_metrics
 
 sys.path.insert(0, str(REPO))
 from tools import build_notebook  # noqa: E402
 
-SPY = REPO / "tests" / "helpers" / "spy_run.py"
 
 
-@pytest.fixture(scope="module")
-def step4_two_processes(tmp_path_factory):
-    out = tmp_path_factory.mktemp("step4_two")
-    result = run_command([sys.executable, SPY, out / "report", STEPS[4], "--output-dir", out,
-                          "--num-processes", "2", *SHORT_RUN])
-    assert_ok(result)
-    return out, result
-
-
-def test_notebook_launcher_runs_two_real_processes(step4_two_processes):
-    out, result = step4_two_processes
+@pytest.mark.step4
+def test_notebook_launcher_runs_two_real_processes(lab_runs):
+    # step 4 run as `python step4_tpu_notebook/train.py --num-processes 2`, with no
+    # ACCELERATE_USE_CPU in the environment: the step's Accelerator(cpu=...) line alone makes
+    # the two processes of notebook_launcher one group on this machine without a GPU
+    runs = lab_runs(4)
+    run, folder = runs["lesson"], runs.folder / "runs" / "lesson"
+    assert run["error"] is None
     for i in range(2):  # what each launched process says about itself
-        rank = json.loads((out / "report" / f"rank{i}.json").read_text())
+        rank = json.loads((folder / f"rank{i}.json").read_text())
         assert rank["process_index"] == i and rank["num_processes"] == 2
         assert rank["distributed_type"] == "DistributedType.MULTI_CPU"
         assert rank["backend"] == "gloo"
-    metrics = read_metrics(out)
-    assert metrics["num_processes"] == 2
-    assert metrics["eval_gathered"] == 416 and metrics["eval_samples"] == 408
-    assert "Num processes: 2" in result.stdout
-    assert "gathered 416 predictions, kept 408" in result.stdout
+    assert run["num_processes"] == 2 and run["alone"] == 0
+    assert run["gathered"] == 416 and len(run["predictions"]) == 408
+    assert run["predictions"] == run["alone_predictions"]
+    out = (folder / "rank0.out").read_text()
+    assert "Num processes: 2" in out
+    assert "gathered 416 predictions, kept 408" in out
+    # the model was made once, in the launching process, and every batch had 128 tokens
+    assert run["models_created_before"] == 1 and run["models_created_inside"] == 0
+    assert run["lengths"] == [128]
 
 
-def test_step4_matches_step3_on_the_same_number_of_processes(tmp_path, checkpoint_without_dropout):
+@pytest.mark.step4
+def test_step4_matches_step3_on_the_same_number_of_processes(lab_runs):
     # Same seed, same initial weights, same batches in the same order (the processes of
     # notebook_launcher are forks that inherit the seeded random state). What differs is
     # the padding: 128 tokens instead of the longest pair of the batch. With dropout on,
     # that alone changes the run: dropout draws one random number per element, so a longer
     # batch draws other numbers and masks other units, and the two runs drift apart like two
     # seeds (the course runner compares full runs with a tolerance for that). With dropout
-    # off, the padded positions are masked out of attention and the model computes the same
-    # function: only the order of float sums in the larger matrix products differs, so the
-    # losses agree to a relative 1e-4 and every prediction is the same.
-    flags = ["--checkpoint", checkpoint_without_dropout, *SHORT_RUN]
-    out3, out4 = tmp_path / "step3", tmp_path / "step4"
-    assert_ok(run_cpu_launch(2, [STEPS[3], "--output-dir", out3, *flags]))
-    assert_ok(run_command([sys.executable, STEPS[4], "--output-dir", out4, "--num-processes", "2",
-                           *[str(f) for f in flags]]))
-    three, four = read_metrics(out3), read_metrics(out4)
+    # off (the lab runs step 4 and step 3 here on such a copy of the checkpoint), the padded
+    # positions are masked out of attention and the model computes the same function: only
+    # the order of float sums in the larger matrix products differs, so the losses agree to
+    # a relative 1e-4 and every prediction is the same.
+    runs = lab_runs(4)
+    three, four = runs.runs["step3"]["lesson"], runs["lesson"]
     assert three["num_processes"] == four["num_processes"] == 2
-    assert len(four["train_losses"]) == len(three["train_losses"]) == 60
-    for a, b in zip(three["train_losses"], four["train_losses"]):
+    assert len(four["losses"]) == len(three["losses"]) == 30
+    for a, b in zip(three["losses"], four["losses"]):
         assert b == pytest.approx(a, rel=1e-4)
     assert four["predictions"] == three["predictions"]
     assert (four["accuracy"], four["f1"]) == (three["accuracy"], three["f1"])
 
 
-def test_an_accelerator_created_before_the_launch_is_refused(tmp_path):
-    code = f"""
-import sys
-sys.argv = ["train.py", "--output-dir", {str(tmp_path)!r}, "--num-processes", "2"]
-from accelerate import Accelerator
-import runpy
-step = runpy.run_path({str(STEPS[4])!r}, run_name="step4")
-Accelerator()  # the mistake: an Accelerator in the notebook, before the launch
-step["main"]()
-"""
-    result = run_command([sys.executable, "-c", code], timeout=120)
-    assert result.returncode != 0
-    assert "ValueError" in result.stderr
-    assert "the `Accelerator` should only be initialized inside your training function" in result.stderr
-    assert not (tmp_path / "metrics.json").exists()
+@pytest.mark.step4
+def test_an_accelerator_created_before_the_launch_is_refused(lab_runs):
+    # the what-if variant accelerator_before_launch: an Accelerator() in main(), before
+    # notebook_launcher, as a notebook cell would create it
+    runs = lab_runs(4)
+    run = runs["accelerator_before_launch"]
+    assert run["error"].startswith("ValueError")
+    assert "the `Accelerator` should only be initialized inside your training function" in run["error"]
+    assert run["writes"] == 0
+    assert not (runs.folder / "runs" / "accelerator_before_launch" / "output" / "metrics.json").exists()
 
 
 def test_the_notebook_is_built_from_train_py():

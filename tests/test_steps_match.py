@@ -8,24 +8,27 @@ comparisons here are exact: no tolerance.
 
 import sys
 
-from conftest import SHORT_RUN, assert_ok, read_metrics, run_command, run_step, STEPS
+import pytest
+
+from conftest import SHORT_RUN, STEPS, assert_ok, lab, read_metrics, run_command, run_step
 
 
-def test_short_runs_are_identical(tmp_path):
-    results = {}
-    for step in (1, 2):
-        out = tmp_path / f"step{step}"
-        assert_ok(run_step(step, out, *SHORT_RUN))
-        results[step] = read_metrics(out)
-    one, two = results[1], results[2]
-    assert len(one["train_losses"]) == 60
-    assert one["train_losses"] == two["train_losses"]
+@pytest.mark.step2
+def test_short_runs_are_identical(lab_runs):
+    # steps 1 and 2 on one process, run one after the other by the lab's driver (each run
+    # starts from a fresh Accelerate state; tools/lab_driver.py)
+    one = lab_runs(2).runs["one"]["step1"]
+    two = lab_runs(2).runs["one"]["lesson"]
+    assert one["error"] is None and two["error"] is None
+    assert len(one["losses"]) == lab.train_steps(lab.SHORT_RUN) == 30
+    assert one["losses"] == two["losses"]
     assert one["predictions"] == two["predictions"]
     assert (one["accuracy"], one["f1"]) == (two["accuracy"], two["f1"])
-    assert one["eval_samples"] == two["eval_samples"] == 408
-    assert one["num_processes"] == two["num_processes"] == 1
+    assert one["scored"] == two["scored"] == [408]
+    assert one["processes"] == two["processes"] == two["num_processes"] == 1
 
 
+@pytest.mark.step2
 def test_accelerate_launch_on_one_process_matches_python(tmp_path):
     out_python, out_launch = tmp_path / "python", tmp_path / "launch"
     # accelerate launch runs its process with OMP_NUM_THREADS=1; a matrix product on one

@@ -50,7 +50,7 @@ def marker_texts(lines, start, end, step):
 
 
 def wrap(text, indent, width=96):
-    """Return text as comment lines of at most width characters, each starting `# `."""
+    """Return text as comment lines of at most width characters: `# text`, then `#   more`."""
     lines, current = [], ""
     for word in text.split():
         if current and len(indent) + 2 + len(current) + 1 + len(word) > width:
@@ -60,7 +60,8 @@ def wrap(text, indent, width=96):
             current = f"{current} {word}".strip()
     if current:
         lines.append(current)
-    return [f"{indent}# {line}" for line in lines]
+    # continuation lines are indented, so that a TODO never runs into a comment of the code
+    return [f"{indent}# {line}" if i == 0 else f"{indent}#   {line}" for i, line in enumerate(lines)]
 
 
 def exercise(step):

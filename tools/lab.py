@@ -75,16 +75,13 @@ def apply_patch(patch_path, text):
         at = next((i for i in range(offset, len(lines) - len(old) + 1)
                    if lines[i:i + len(old)] == old), None)
         if at is None:
-            raise PatchError(f"{Path(patch_path).relative_to(REPO)}: hunk {number} no longer "
-                             f"applies to {FOLDERS_BY_PATCH(patch_path)}/train.py (its lines "
-                             "changed); update the patch to today's step")
+            step_folder = Path(patch_path).resolve().parent.parent.name
+            raise PatchError(f"{Path(patch_path).resolve().relative_to(REPO)}: hunk {number} no "
+                             f"longer applies to {step_folder}/train.py (its lines changed); "
+                             "update the patch to today's step")
         lines[at:at + len(old)] = new
         offset = at + len(new)
     return "".join(lines)
-
-
-def FOLDERS_BY_PATCH(patch_path):  # noqa: N802 (a lookup, named like the table it reads)
-    return Path(patch_path).resolve().parent.parent.name
 
 
 def lab_environment(**extra):
@@ -99,15 +96,20 @@ def lab_environment(**extra):
     return env
 
 
-def launch_command(step, plan_path, processes=None):
-    """Return (command, extra environment) that runs the driver for a step's runs."""
+def launch_command(step, plan_path, processes=None, launcher="accelerate", use_cpu=True):
+    """Return (command, extra environment) that runs the driver for a step's runs: python for
+    one process and for step 4 (its notebook_launcher starts the processes), else the
+    README's accelerate launch on `processes` CPU processes (ACCELERATE_USE_CPU=1 unless
+    use_cpu=False), or torchrun."""
     n = processes or PROCESSES[step]
-    if step in (2, 3) and n > 1:
-        from tools.run_course import accelerate_launch
-        port = ["--main_process_port", str(free_port())]
-        return (accelerate_launch(n) + port + [str(DRIVER), str(plan_path)],
-                {"ACCELERATE_USE_CPU": "1"})
-    return [sys.executable, str(DRIVER), str(plan_path)], {}
+    driver = [str(DRIVER), str(plan_path)]
+    if step == 4 or n == 1:
+        return [sys.executable, *driver], {}
+    from tools.run_course import accelerate_launch, torchrun
+    env = {"ACCELERATE_USE_CPU": "1"} if use_cpu else {}
+    if launcher == "torchrun":
+        return torchrun(n) + ["--master_port", str(free_port())] + driver, env
+    return accelerate_launch(n) + ["--main_process_port", str(free_port())] + driver, env
 
 
 def free_port():
@@ -118,9 +120,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None):
-    """Run scripts ({name: path or (path, env)}) as step `step` runs, all in one launch;
-    return {name: measurement} (see measure). folder keeps every report."""
+def write_plan(step, scripts, folder, flags=SHORT_RUN, processes=None):
+    """Write folder/plan.json for the driver: scripts ({name: path or (path, env)}) to run one
+    after the other with the flags. Returns its path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     runs = []
@@ -128,21 +130,35 @@ def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None
         path, run_env = script if isinstance(script, tuple) else (script, {})
         runs.append({"name": name, "script": str(path), "env": run_env})
     n = processes or PROCESSES[step]
-    step_flags = [*flags] + (["--num-processes", str(n)] if step == 4 else [])
-    plan = {"folder": str(folder), "flags": [str(f) for f in step_flags], "runs": runs}
+    step_flags = [str(f) for f in flags] + (["--num-processes", str(n)] if step == 4 else [])
     plan_path = folder / "plan.json"
-    plan_path.write_text(json.dumps(plan, indent=1))
-    command, launch_env = launch_command(step, plan_path, n)
+    plan_path.write_text(json.dumps({"folder": str(folder), "flags": step_flags, "runs": runs},
+                                    indent=1))
+    return plan_path
+
+
+def measure_plan(plan_path, processes):
+    """Return {name: measure(...)} for every run of a plan the driver has run."""
+    plan = json.loads(Path(plan_path).read_text())
+    steps = train_steps(plan["flags"])
+    return {run["name"]: measure(Path(plan["folder"]) / run["name"], processes, steps)
+            for run in plan["runs"]}
+
+
+def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None,
+                launcher="accelerate", use_cpu=True):
+    """Run scripts ({name: path or (path, env)}) as step `step` runs, all in one launch;
+    return {name: measurement} (see measure). folder keeps every report."""
+    n = processes or PROCESSES[step]
+    plan_path = write_plan(step, scripts, folder, flags, n)
+    command, launch_env = launch_command(step, plan_path, n, launcher, use_cpu)
     start = time.perf_counter()
     result = subprocess.run(command, cwd=REPO, env=lab_environment(**launch_env, **(env or {})),
                             capture_output=True, text=True, timeout=900)
-    (folder / "launch.out").write_text(result.stdout + result.stderr)
-    seconds = time.perf_counter() - start
-    measured = {}
-    for run in runs:
-        measured[run["name"]] = measure(folder / run["name"], n if step > 1 else 1,
-                                        train_steps(step_flags))
-        measured[run["name"]]["launch_seconds"] = seconds
+    (Path(folder) / "launch.out").write_text(result.stdout + result.stderr)
+    measured = measure_plan(plan_path, n if step > 1 else 1)
+    for run in measured.values():
+        run["launch_seconds"] = time.perf_counter() - start
     if result.returncode != 0 and not all(m["error"] for m in measured.values()):
         raise RuntimeError(f"the lab's launch failed (exit {result.returncode}):\n"
                            f"{(result.stdout + result.stderr)[-3000:]}")
