@@ -56,7 +56,10 @@ def load_mrpc(name):
     try:
         raw = load_dataset(str(folder))
     except Exception as error:  # the library's reasons vary: no files, unknown format, bad rows
-        first_line = (str(error).splitlines() or [type(error).__name__])[0]
+        # datasets wraps the parser's own error ("An error occurred while generating the
+        # dataset"): that one says what is wrong with the file
+        reason = error.__cause__ or error
+        first_line = (str(reason).splitlines() or [type(reason).__name__])[0]
         fail(f"cannot load {what}: {first_line}; it needs train and validation files (csv, "
              "json/jsonl or parquet) with columns sentence1, sentence2, label, or GLUE's "
              "train.tsv and dev.tsv")
@@ -114,7 +117,7 @@ def locate_row(folder, split, row):
 def check_mrpc(raw, what, locate=None):
     """Return raw with the labels of train and validation as the integers 0 and 1, if it has
     the splits and columns the course needs and every row of those splits has two non-empty
-    sentences and a label 0 or 1 (also accepted: the text "0"/"1", or True/False); else exit
+    sentences and a label 0 or 1 (also accepted: the text "0"/"1", 0.0/1.0, True/False); else exit
     with one error line that names the split, the row (where locate(split, row) says it is,
     else its idx) and the value."""
     missing_splits = [s for s in NEEDED_SPLITS if s not in raw]
@@ -153,7 +156,8 @@ def check_mrpc(raw, what, locate=None):
         feature = data.features["label"]
         if not isinstance(feature, ClassLabel) and not feature.dtype.startswith("int"):
             checked[split] = data.remove_columns("label").add_column("label", labels)
-            given = {"bool": "True/False, read as 1/0"}.get(feature.dtype, 'text, read as 0/1')
+            given = {"bool": "True/False, read as 1/0", "string": "text, read as 0/1"}.get(
+                feature.dtype, "numbers 0.0/1.0, read as 0/1")
     if checked:
         if locate is not read_as_glue_reads:  # GLUE's files always hold their labels as text
             print(f"note: {what}: labels given as {given}", flush=True)
@@ -162,14 +166,16 @@ def check_mrpc(raw, what, locate=None):
 
 
 def label_value(value):
-    """Return a label as the integer 0 or 1 (from an int, a bool, or the text "0"/"1"), or None
-    when it is anything else."""
+    """Return a label as the integer 0 or 1 (from an int, a bool, the text "0"/"1" or the
+    number 0.0/1.0), or None when it is anything else."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int) and value in (0, 1):
         return value
     if isinstance(value, str) and value.strip() in ("0", "1"):
         return int(value.strip())
+    if isinstance(value, float) and value in (0.0, 1.0):  # a csv column with a gap reads as floats
+        return int(value)
     return None
 
 

@@ -28,13 +28,19 @@ def report_stops():
     previous_hook = sys.excepthook
 
     def hook(kind, value, traceback):
-        if not issubclass(kind, KeyboardInterrupt):
+        # torch.distributed.elastic raises SignalException in a process that launched others
+        # (notebook_launcher's), after it has stopped them
+        launcher_stopped = kind.__name__ == "SignalException" and hasattr(value, "sigval")
+        if not (issubclass(kind, KeyboardInterrupt) or launcher_stopped):
             return previous_hook(kind, value, traceback)
-        signum = value.args[0] if isinstance(value, Stopped) else signal.SIGINT
+        signum = int(value.sigval) if launcher_stopped else \
+            value.args[0] if isinstance(value, Stopped) else signal.SIGINT
         if os.environ.get("RANK", "0") == "0":
             name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
+            # the real stderr: torch.distributed's own excepthook, which calls this one, points
+            # sys.stderr at a buffer while it runs, and this process ends before it prints that
             print(f"\nstopped by {name} before the end of the run: no metrics were written",
-                  file=sys.stderr, flush=True)
+                  file=sys.__stderr__, flush=True)
         sys.stdout.flush()
         os._exit(128 + signum)
 

@@ -37,6 +37,11 @@ def gpus_here():
     return torch.cuda.device_count()
 
 
+def torch_xla_installed():
+    """Return True if torch_xla can be imported here (then Accelerate runs on XLA devices)."""
+    return importlib.util.find_spec("torch_xla") is not None
+
+
 def launcher_command_line():
     """Return the words of the parent process's command line (the launcher's), or []."""
     try:
@@ -85,7 +90,7 @@ def launch_problem(script_joins_processes):
         return (f"this script was launched as {world_size} processes, but it is the plain loop: "
                 "it never creates an Accelerator, so each process would train alone on all the "
                 "data; run it with python, or launch step 2, 3 or 4 instead")
-    if importlib.util.find_spec("torch_xla") is not None and not flag_is_set("ACCELERATE_USE_CPU"):
+    if torch_xla_installed() and not flag_is_set("ACCELERATE_USE_CPU"):
         return None  # torch_xla's runtime decides the processes; Accelerate asks it
     if flag_is_set("ACCELERATE_USE_CPU"):
         return None  # Accelerate joins the processes on the CPU with gloo

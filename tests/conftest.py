@@ -4,6 +4,7 @@ them: the comparison tests of each step, the what-if tests and the grader's test
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +163,18 @@ def pytest_collection_modifyitems(items):
         step = getattr(item, "callspec", None) and item.callspec.params.get("step")
         if step in (1, 2, 3, 4):
             item.add_marker(getattr(pytest.mark, f"step{step}"))
+
+
+# (kind, case, the error line) of every bad input the tests refused: printed at the end
+BAD_INPUT_ROWS = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the bad-input table: one line per malformed input, with the line it got."""
+    if not BAD_INPUT_ROWS:
+        return
+    terminalreporter.section(f"bad input: {len(BAD_INPUT_ROWS)} cases, each refused in one line")
+    width = max(len(name) for _, name, _ in BAD_INPUT_ROWS)
+    for kind, name, line in sorted(BAD_INPUT_ROWS):  # the tests' temporary folders as <tmp>
+        line = re.sub(r"/tmp/pytest-of-[^/]+/pytest-\d+/[^/]+", "<tmp>", line)
+        terminalreporter.write_line(f"{kind:<10} {name:<{width}}  {line}")

@@ -1,0 +1,209 @@
+"""Launches that cannot lie: the commands a student types first, on real processes.
+
+Before common/launch.py, on this machine without a GPU (measured with accelerate 1.15, torch
+2.13): `accelerate launch --num_processes 2` ran step 3 as one process, exit 0; `accelerate
+launch --multi_gpu --num_processes 2` without ACCELERATE_USE_CPU=1, and `torchrun
+--nproc_per_node 2`, ran two separate one-process trainings that both wrote metrics.json,
+exit 0. Now each either runs 2 processes joined in one group - every process confirming it
+from inside, 416 predictions gathered, 408 kept, the same losses and predictions as the
+README's command - or stops before loading anything with one `error:` line and no metrics.
+And a run stopped by Ctrl-C or SIGTERM says so in one line, writes nothing, leaves no process.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, STEPS, lab, offline_env, run_command
+from tools.run_course import accelerate_launch, plan
+
+VALIDATION_SIZE = 408
+
+
+def same_as_the_readme_command(run, reference):
+    """A 2-process run joined like the README's accelerate launch, with its numbers."""
+    assert run["error"] is None
+    assert run["processes"] == 2 and run["alone"] == 0 and run["num_processes"] == 2
+    assert run["distributed_type"] == "DistributedType.MULTI_CPU"
+    assert run["gathered"] == 416 and len(run["predictions"]) == VALIDATION_SIZE
+    assert run["predictions"] == run["alone_predictions"]
+    assert run["losses"] == reference["losses"]
+    assert run["predictions"] == reference["predictions"]
+    assert (run["accuracy"], run["f1"]) == (reference["accuracy"], reference["f1"])
+    assert run["writes"] == 1
+
+
+def one_error_line(output):
+    """Return the only `error:` line of an output (and check that there is exactly one)."""
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, output[-3000:]
+    return errors[0]
+
+
+def test_accelerate_launch_without_multi_gpu_is_refused_with_the_command_that_works(tmp_path):
+    # the simple launcher starts the script once; it used to train as 1 process, exit 0
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2",
+               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+               str(STEPS[3]), "--output-dir", str(tmp_path)]
+    result = run_command(command)
+    assert result.returncode != 0
+    line = one_error_line(result.stdout + result.stderr)
+    assert "accelerate launch was asked for 2 processes but started this script as one" in line
+    assert "ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2" in line
+    assert not (tmp_path / "metrics.json").exists()
+    # the step stopped before loading the data or the model: no load report was printed
+    assert "LOAD REPORT" not in result.stdout + result.stderr
+
+
+def test_multi_gpu_without_accelerate_use_cpu_joins_on_the_cpu_and_says_so(tmp_path, lab_runs):
+    run = lab.run_scripts(3, {"lesson": STEPS[3]}, tmp_path, use_cpu=False)["lesson"]
+    same_as_the_readme_command(run, lab_runs(3)["lesson"])
+    said = (tmp_path / "lesson" / "rank0.out").read_text()
+    assert "note: 2 processes were launched on a machine without a GPU: they join on the CPU " \
+           "with gloo (ACCELERATE_USE_CPU=1 set for them)" in said
+    assert "note:" not in (tmp_path / "lesson" / "rank1.out").read_text()  # said once
+
+
+def test_torchrun_on_one_machine_equals_accelerate_launch(tmp_path, lab_runs):
+    run = lab.run_scripts(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
+                          use_cpu=False)["lesson"]
+    same_as_the_readme_command(run, lab_runs(3)["lesson"])
+
+
+def test_torchrun_on_two_nodes_over_loopback_equals_accelerate_launch(tmp_path, lab_runs):
+    from test_step3_distributed import check_inside, launch_two_machines
+    run, _ = launch_two_machines(tmp_path, "torchrun")
+    check_inside(tmp_path / "lesson", 2)
+    same_as_the_readme_command(run, lab_runs(3)["lesson"])
+
+
+def test_the_plain_loop_launched_on_two_processes_is_refused(tmp_path, monkeypatch, capsys):
+    # what torchrun --nproc_per_node 2 step1_plain_loop/train.py leaves in each process
+    import runpy
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setattr(sys, "argv", [str(STEPS[1]), "--output-dir", str(tmp_path)])
+    step = runpy.run_path(str(STEPS[1]), run_name="step1")
+    with pytest.raises(SystemExit) as stop:
+        step["main"]()
+    assert str(stop.value).startswith("error: this script was launched as 2 processes, but it "
+                                      "is the plain loop")
+    assert not (tmp_path / "metrics.json").exists()
+
+
+@pytest.mark.parametrize("gpus,launched,expected", [
+    (0, 2, "join on the CPU"),  # no GPU: joined with gloo (ACCELERATE_USE_CPU=1)
+    (1, 2, "it has 1 GPU, and each process needs a GPU of its own"),
+    (2, 2, None),  # one GPU each: Accelerate's own multi-GPU group (nccl)
+])
+def test_the_launch_check_against_the_gpus_of_the_machine(monkeypatch, capsys, gpus, launched,
+                                                          expected):
+    from common import launch
+    monkeypatch.setenv("ACCELERATE_USE_CPU", "")  # not set (and put back after the test)
+    for name in ("MASTER_ADDR", "ACCELERATE_DYNAMO_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", str(launched))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(launched))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setattr(launch, "gpus_here", lambda: gpus)
+    monkeypatch.setattr(launch, "torch_xla_installed", lambda: False)
+    problem = launch.launch_problem(script_joins_processes=True)
+    said = capsys.readouterr().out
+    if gpus == 0:
+        assert problem is None and expected in said and launch.flag_is_set("ACCELERATE_USE_CPU")
+    elif expected:
+        assert expected in problem
+    else:
+        assert problem is None and not launch.flag_is_set("ACCELERATE_USE_CPU")
+
+
+# the course runner's plan -------------------------------------------------------------------
+
+@pytest.mark.parametrize("gpus,tpu,launches", [
+    (0, False, {1: ("python", 1, {}), 2: ("python", 1, {}),
+                3: ("accelerate launch", 2, {"ACCELERATE_USE_CPU": "1"}),
+                4: ("notebook_launcher", 2, {})}),
+    (1, False, {1: ("python", 1, {}), 2: ("python", 1, {}),
+                3: ("accelerate launch", 2, {"ACCELERATE_USE_CPU": "1"}),
+                4: ("notebook_launcher", 2, {"ACCELERATE_USE_CPU": "1"})}),
+    (2, False, {1: ("python", 1, {}), 2: ("python", 1, {}),
+                3: ("accelerate launch", 2, {}), 4: ("notebook_launcher", 2, {})}),
+    (8, False, {3: ("accelerate launch", 2, {}), 4: ("notebook_launcher", 2, {})}),
+    (0, True, {1: ("python", 1, {"USE_TORCH_XLA": "0"}),
+               3: ("accelerate launch", 2, {"ACCELERATE_USE_CPU": "1", "USE_TORCH_XLA": "0"}),
+               4: ("notebook_launcher", 0, {})}),
+])
+def test_the_launch_plan_for_each_kind_of_machine(gpus, tpu, launches):
+    planned = plan(gpus, tpu)
+    for step, (launcher, processes, env) in launches.items():
+        assert (planned[step].launcher, planned[step].processes, planned[step].env) == \
+            (launcher, processes, env), step
+    if gpus == 1:
+        assert "one GPU cannot take 2 processes" in planned[3].where
+    # on 2 GPUs and more, one process per GPU up to the number asked
+    assert plan(8, processes=4)[3].processes == 4 and plan(3, processes=4)[3].processes == 3
+    assert plan(0, launcher="torchrun")[3].command[:3] == \
+        [sys.executable, "-m", "torch.distributed.run"]
+
+
+# stopped runs ----------------------------------------------------------------------------
+
+def start_and_stop(command, tmp_path, sig, whole_group=True, **env):
+    """Start a run, wait until training shows progress, send it sig (to its whole process
+    group, as Ctrl-C in a terminal does); return (exit code, output, processes left)."""
+    process = subprocess.Popen(command, cwd=REPO, env=offline_env(**env), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    seen = b""
+    deadline = time.time() + 120
+    while b"it/s]" not in seen and time.time() < deadline:
+        chunk = os.read(process.stdout.fileno(), 4096)
+        if not chunk:
+            break
+        seen += chunk
+    assert b"it/s]" in seen, seen.decode(errors="replace")[-2000:]
+    if whole_group:
+        os.killpg(process.pid, sig)
+    else:
+        process.send_signal(sig)
+    rest, _ = process.communicate(timeout=120)
+    time.sleep(1)
+    left = subprocess.run(["pgrep", "-g", str(process.pid)], capture_output=True, text=True)
+    return process.returncode, (seen + rest).decode(errors="replace"), left.stdout.split()
+
+
+def test_ctrl_c_on_a_two_process_launch_stops_everything_and_says_so(tmp_path):
+    command = accelerate_launch(2) + ["--main_process_port", str(lab.free_port()),
+                                      str(STEPS[3]), "--output-dir", str(tmp_path)]
+    code, output, left = start_and_stop(command, tmp_path, signal.SIGINT,
+                                        ACCELERATE_USE_CPU="1")
+    assert code != 0
+    stopped = [line for line in output.splitlines() if line.startswith("stopped by")]
+    assert stopped == ["stopped by Ctrl-C (SIGINT) before the end of the run: no metrics were "
+                       "written"]  # once: by the process of rank 0
+    assert not (tmp_path / "metrics.json").exists()
+    assert not list(tmp_path.glob(".metrics-*"))
+    assert left == []  # no process of the launch is left
+
+
+def test_sigterm_on_one_process_stops_it_and_says_so(tmp_path):
+    command = [sys.executable, str(STEPS[1]), "--output-dir", str(tmp_path)]
+    code, output, left = start_and_stop(command, tmp_path, signal.SIGTERM, whole_group=False)
+    assert code == 128 + signal.SIGTERM
+    assert "\nstopped by SIGTERM before the end of the run: no metrics were written" in output
+    assert "Traceback" not in output
+    assert not (tmp_path / "metrics.json").exists() and left == []
+
+
+def test_ctrl_c_on_notebook_launcher_stops_its_processes_and_says_so(tmp_path):
+    command = [sys.executable, str(STEPS[4]), "--num-processes", "2", "--output-dir",
+               str(tmp_path)]
+    code, output, left = start_and_stop(command, tmp_path, signal.SIGINT)
+    assert code == 128 + signal.SIGINT
+    assert output.count("stopped by Ctrl-C (SIGINT) before the end of the run") == 1
+    assert "Traceback" not in output
+    assert not (tmp_path / "metrics.json").exists() and left == []
