@@ -3,31 +3,34 @@
 #
 # The last step of the course, as a notebook: fine-tune a BERT-style classifier on GLUE MRPC
 # (is sentence 2 a paraphrase of sentence 1?) with the loop of step 3, started by
-# `notebook_launcher` on every TPU core of a Colab or Kaggle runtime, or on the processes of
-# a laptop CPU. It follows Accelerate's "simple NLP example" TPU notebook.
+# `notebook_launcher` on every TPU core of a Colab or Kaggle TPU runtime, or on 2 processes of
+# a laptop's CPU. It follows Accelerate's "simple NLP example" TPU notebook.
 #
-# The code cells of the training itself are `step4_tpu_notebook/train.py`'s own cells, copied
-# here by `python tools/build_notebook.py` (a test fails when they differ). This notebook
-# runs top to bottom on a laptop CPU with the course's embedded tiny BERT in about a minute.
+# The training cells are `step4_tpu_notebook/train.py`'s own cells, copied here by
+# `python tools/build_notebook.py` (a test fails when they differ).
 
 # %% [markdown]
-# ## Install
+# ## Setup
 #
-# On a laptop, run the notebook from the course's virtual environment (`make install`, then
-# `.venv/bin/jupyter notebook` or pick `.venv` as the kernel) and skip this cell.
+# The next cell makes this notebook run where you opened it:
+# - **in the course's folder** (a laptop, after `make install`, with the `.venv` kernel): it
+#   finds everything already there and changes nothing;
+# - **on Colab or Kaggle**: it installs the packages the course pins (on a TPU runtime, torch
+#   and torch_xla 2.9.0, which must be the same release), unpacks the course's `common/`
+#   modules (they are packed in the cell), and, since the course's embedded tiny BERT and
+#   data are not packed, sets `COURSE_ARGS` to the course's own setup: `bert-base-cased` on
+#   GLUE MRPC from the Hugging Face Hub;
+# - **with a TPU attached**: it sets `PJRT_DEVICE=TPU`, which, with the Colab or Kaggle
+#   environment, is what makes `notebook_launcher` take its TPU branch.
 #
-# On a **Colab or Kaggle TPU runtime**, uncomment and run it first. torch and torch_xla must be
-# the same release (2.9.0 is torch_xla's latest); with any other torch, `import torch_xla` fails
-# and Accelerate silently falls back to the CPU. Then restart the runtime.
+# Every setting of the notebook comes from `COURSE_ARGS` (the command line of the course's
+# scripts, e.g. `--max-train-steps 50`); set it before this cell to change them.
 
 # %%
-# !pip install torch==2.9.0 'torch_xla[tpu]==2.9.0' -f https://storage.googleapis.com/libtpu-releases/index.html
-# !pip install transformers datasets accelerate evaluate scikit-learn
-# !git clone <your copy of this course> course && pip install --no-deps -e course
-# import os; os.chdir("course")
+# setup: written by tools/build_notebook.py
 
 # %% [markdown]
-# ## The imports and the command line
+# ## The imports
 #
 # `train.py`'s first cells: its docstring and its imports.
 
@@ -38,16 +41,25 @@
 # train.py: cell 1
 
 # %% [markdown]
+# ## The settings
+#
+# The same settings the launch below reads (`main()` calls `parse_args()` too): every cell
+# uses them, so what you look at here is what is trained there.
+
+# %%
+args = parse_args()
+print(args)
+
+# %% [markdown]
 # ## Load the data
 #
-# The course's embedded MRPC-shaped pairs (`"glue"` loads the real GLUE MRPC from the
-# Hugging Face Hub, a folder loads your own files). Three splits, with `sentence1`,
-# `sentence2`, `label` (1 = paraphrase) and `idx`. A few random pairs:
+# Three splits, with `sentence1`, `sentence2`, `label` (1 = paraphrase) and `idx`. A few
+# random pairs:
 
 # %%
 import pandas as pd
 
-raw_datasets = load_mrpc("embedded")
+raw_datasets = load_mrpc(args.dataset)
 print(raw_datasets)
 examples = raw_datasets["train"].shuffle(seed=0).select(range(6))
 pd.DataFrame(examples)[["sentence1", "sentence2", "label"]].style.set_properties(
@@ -60,7 +72,7 @@ pd.DataFrame(examples)[["sentence1", "sentence2", "label"]].style.set_properties
 # with `token_type_ids` telling the two sentences apart:
 
 # %%
-tokenizer = load_tokenizer(resolve_checkpoint("embedded"))
+tokenizer = load_tokenizer(resolve_checkpoint(args.checkpoint))
 pair = tokenizer(raw_datasets["train"][0]["sentence1"], raw_datasets["train"][0]["sentence2"])
 print(tokenizer.decode(pair["input_ids"]))
 print(pair)
@@ -71,66 +83,67 @@ print(pair)
 # wraps the splits in dataloaders. For TPUs every batch is padded to the same length, 128:
 
 # %%
-train_dataloader, eval_dataloader = get_dataloaders(raw_datasets, tokenizer, 8, 8,
-                                                    pad_to_max_length=128)
+train_dataloader, eval_dataloader = get_dataloaders(
+    raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size, pad_to_max_length=128)
 batch = next(iter(train_dataloader))
 print({name: tuple(tensor.shape) for name, tensor in batch.items()})
 
 # %% [markdown]
-# ## A first look at the model
+# ## A first look at the model, on the CPU
 #
-# ⚠️ **On a TPU, do not run the next cell before the launch.** It runs the model once, which
-# on a TPU runtime starts the TPU in this notebook's process, and the launch below then cannot
-# start its own processes on the TPU cores (you would have to restart the runtime). On a CPU or
-# GPU machine it is harmless: set `FIRST_LOOK = True` to see the model's output for one batch.
+# The pretrained encoder with a new, untrained two-class head. This cell runs it on the CPU:
+# the model and the batch are CPU tensors, and nothing here touches a TPU, so the launch
+# below can still start its processes there (see "The TPU rules" below).
 
 # %%
-FIRST_LOOK = False
-if FIRST_LOOK:
-    first_look = AutoModelForSequenceClassification.from_pretrained(
-        resolve_checkpoint("embedded"), num_labels=2)
-    outputs = first_look(**batch)
-    print(outputs.loss, outputs.logits.shape)
+set_seed(args.seed)
+untrained = AutoModelForSequenceClassification.from_pretrained(
+    resolve_checkpoint(args.checkpoint), num_labels=2)
+outputs = untrained(**batch)
+print(outputs.loss, outputs.logits.shape)
 
 # %% [markdown]
 # ## The metric
 #
-# GLUE MRPC reports accuracy and F1 (of the paraphrase class). With its new, untrained head
-# the model guesses; the training below should do much better than this, and better than
-# always answering "paraphrase" (68 % of the validation pairs):
+# GLUE MRPC reports accuracy and F1 (of the paraphrase class). With its untrained head the
+# model guesses; the training below should do much better than this, and better than always
+# answering "paraphrase". On the CPU too:
 
 # %%
 metric = evaluate.load(GLUE_MRPC_METRIC)
-set_seed(42)
-untrained = AutoModelForSequenceClassification.from_pretrained(
-    resolve_checkpoint("embedded"), num_labels=2).eval()
+untrained.eval()
 with torch.no_grad():
     for batch in eval_dataloader:
         predictions = untrained(**batch).logits.argmax(dim=-1)
         metric.add_batch(predictions=predictions, references=batch["labels"])
 print("untrained head:", metric.compute())
-print("always 'paraphrase':", metric.compute(
-    predictions=[1] * len(raw_datasets["validation"]), references=raw_datasets["validation"]["label"]))
+labels = raw_datasets["validation"]["label"]
+print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), references=labels))
 
 # %% [markdown]
-# ## Fine-tuning: the training function
+# ## The TPU rules, and the training function
 #
 # Everything from the `Accelerator` to the final metric lives in one function, because
-# `notebook_launcher` runs a *function* on every process (every TPU core):
+# `notebook_launcher` runs a *function* in every process (one per TPU core):
 #
-# - **The `Accelerator` is created inside it.** The `Accelerator` decides, once per process,
-#   which device and which process it is. Created in a cell of the notebook, it would settle
-#   that for the notebook's single process before the launch; Accelerate refuses to launch
-#   then ("the `Accelerator` should only be initialized inside your training function").
-# - **The model is created outside it**, once, and passed in. On a TPU the launched processes
-#   are forks of the notebook and share this one copy in memory; created inside, every core
-#   would load its own copy, which exhausts a Colab's memory with a real model.
-# - **Every batch has the same shape.** XLA compiles the computation graph for the shapes it
-#   sees; dynamic padding gives a new sequence length almost every batch, and each new length
+# - **The `Accelerator` is created inside it.** Each process sets up its own. If the
+#   notebook has already created one, `notebook_launcher` refuses to launch ("the
+#   `Accelerator` should only be initialized inside your training function"): restart the
+#   runtime.
+# - **The model is created outside it**, once, in `main()`, and passed in: it is loaded (or
+#   downloaded) once, its new head gets its random weights from one seed, and every process
+#   starts from that copy. Keep it on the CPU until the launch: torch_xla refuses to start
+#   its processes once this notebook has used the TPU ("Runtime is already initialized. Do
+#   not use the XLA device before calling xmp.spawn."), which is why the cells above run on
+#   the CPU.
+# - **Every batch has the same shape.** XLA compiles the computation for the shapes it sees;
+#   dynamic padding gives a new sequence length almost every batch, and each new length
 #   costs a new compilation. Padding every pair to 128 tokens compiles once.
+# - **No `.item()` at every step.** Reading a value from the TPU makes the host wait for it;
+#   the losses stay on the device and are read once, after training.
 #
 # With no GPU or TPU, `Accelerator(cpu=True)` makes the launched processes one group on the
-# CPU; without it, each would train alone on its own data.
+# CPU; without it, each would train alone on all the data.
 
 # %%
 # train.py: cell 2
@@ -138,15 +151,34 @@ print("always 'paraphrase':", metric.compute(
 # %% [markdown]
 # ## The launch
 #
-# `main()` reads the course's settings (in a notebook: the defaults, or the environment
-# variable `COURSE_ARGS`, e.g. `--max-train-steps 20`), creates the model once, and calls
-# `notebook_launcher(training_function, (model, args), num_processes=2)`. On a Colab or Kaggle
-# TPU, Accelerate ignores `num_processes` and starts one process per TPU core.
+# `main()` reads the settings, creates the model once, and calls
+# `notebook_launcher(training_function, (model, args), num_processes=args.num_processes)`.
+# What it prints tells you where it runs:
+# - on a Colab or Kaggle TPU: **`Launching a training on TPU cores.`**, then
+#   `Distributed environment: DistributedType.XLA` with one process per core (`num_processes`
+#   is ignored there). If you see anything else, the TPU branch was not taken: check that
+#   the setup cell found the TPU (`PJRT_DEVICE=TPU`);
+# - on a CPU (a laptop, this copy): `Launching training on 2 CUDAs.` (Accelerate names CUDA
+#   for any machine without another accelerator), then `MULTI_CPU  Backend: gloo`, `Num
+#   processes: 2`;
+# - on Colab without a TPU, with a CPU or one GPU: `Launching training on one CPU.` or `on
+#   one GPU.`, and the function runs once, in this notebook's process.
 
 # %%
 # train.py: cell 3
 
 # %% [markdown]
-# The results are in `outputs/metrics.json`. On a laptop CPU, 2 processes each see half of the
-# batches, so training takes 690 optimizer steps of 2 × 8 pairs; the table in the course's
-# README compares this run with steps 1 to 3.
+# ## The results
+#
+# The launch wrote them to `<output-dir>/metrics.json`: accuracy, F1, every prediction and
+# every training loss. On a laptop's CPU, 2 processes each take half of every epoch's
+# batches, so training takes 690 optimizer steps of 2 × 8 pairs.
+
+# %%
+import json
+from pathlib import Path
+
+results = json.loads((Path(args.output_dir) / "metrics.json").read_text())
+print({key: results[key] for key in ("accuracy", "f1", "eval_samples", "num_processes")})
+print(f"{len(results['train_losses'])} optimizer steps, training loss "
+      f"{results['train_losses'][0]:.3f} -> {results['train_losses'][-1]:.3f}")

@@ -75,7 +75,41 @@ def test_an_accelerator_created_before_the_launch_is_refused(lab_runs):
 
 
 def test_the_notebook_is_built_from_train_py():
-    assert build_notebook.NOTEBOOK.read_text() == build_notebook.as_text(build_notebook.build())
+    committed = nbformat.read(build_notebook.NOTEBOOK, as_version=4)
+    built = build_notebook.build()
+    assert build_notebook.code_cells(committed) == build_notebook.code_cells(built), \
+        "the notebook is stale: run make notebook"
+    # its text cells too, but for the one that says where this copy was run
+    text = [c.source for c in committed.cells if c.cell_type == "markdown" and c.id != "cell-run"]
+    assert text == [c.source for c in built.cells if c.cell_type == "markdown"]
+
+
+def test_the_committed_notebook_was_run_top_to_bottom_with_outputs():
+    notebook = nbformat.read(build_notebook.NOTEBOOK, as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1))
+    outputs = {cell.id: "".join(o.get("text", "") for o in cell.outputs) for cell in code}
+    assert not any(o.get("output_type") == "error" for cell in code for o in cell.outputs)
+    everything = "\n".join(outputs.values())
+    assert "untrained head: {'accuracy'" in everything  # the metric on the untrained head
+    assert "Num processes: 2" in everything and "gathered 416 predictions, kept 408" in everything
+    html = [o for cell in code for o in cell.outputs if "text/html" in o.get("data", {})]
+    assert html, "the data table is shown"
+    ran = next(c for c in notebook.cells if c.get("id") == "cell-run")
+    assert "CPU cores" in ran.source and "make notebook" in ran.source  # the hardware, named
+
+
+def test_the_notebook_says_only_true_things_about_the_tpu_before_the_launch():
+    # nothing before the launch uses a TPU: the cells that run the model say "on the CPU",
+    # and no cell creates an Accelerator or moves anything to an XLA device
+    built = build_notebook.build()
+    code = build_notebook.code_cells(built)
+    before_launch = code[:code.index(build_notebook.train_cells()[3].source)]
+    for source in before_launch:
+        assert "Accelerator(" not in source or "def training_function" in source
+        assert "xla_device" not in source and "torch_xla.device" not in source
+        assert "set_seed(42)" not in source and '"embedded"' not in source  # the launch's settings
+    assert any("parse_args()" in source for source in before_launch)
 
 
 def test_every_training_cell_of_train_py_is_in_the_notebook_unchanged():

@@ -1,18 +1,30 @@
-"""Build step4_tpu_notebook/tpu_training.ipynb from train.py and notebook_cells.py.
+"""Build step4_tpu_notebook/tpu_training.ipynb from train.py and notebook_cells.py, and run it.
 
-    python tools/build_notebook.py          (writes the notebook)
-    python tools/build_notebook.py --check  (exit 1 if the committed notebook is stale)
+    python tools/build_notebook.py            (builds it, runs it on a real kernel with the
+                                               embedded default, and writes it with the
+                                               outputs of that run: make notebook)
+    python tools/build_notebook.py --check    (exit 1 if the committed notebook's cells are
+                                               not the ones built from the sources)
 
 Both sources are jupytext "percent" scripts (cells start with `# %%`). notebook_cells.py
 holds the notebook's own cells (text, data, the first look, the metric); each of its cells
 whose whole source is `# train.py: cell N` is replaced by train.py's cell N, unchanged
-(cell 0, train.py's docstring, becomes a text cell). So the training code of the notebook
-is train.py's own code, and tests/test_notebook.py fails when the two drift apart.
+(cell 0, train.py's docstring, becomes a text cell), and the cell `# setup: ...` by the
+setup cell written here: the packages of requirements.txt (so that Colab or Kaggle installs
+what the notebook imports, at the course's versions) and the course's common/ modules,
+packed, for a notebook opened without the rest of the course. So the training code of the
+notebook is train.py's own code, and tests/test_step4_notebook.py fails when they drift apart.
 """
 
 import argparse
+import base64
+import io
+import os
+import platform
 import re
 import sys
+import time
+import zipfile
 from pathlib import Path
 
 import jupytext
@@ -24,6 +36,13 @@ TRAIN = FOLDER / "train.py"
 CELLS = FOLDER / "notebook_cells.py"
 NOTEBOOK = FOLDER / "tpu_training.ipynb"
 PLACEHOLDER = re.compile(r"^# train\.py: cell (\d+)$")
+SETUP = "# setup: written by tools/build_notebook.py"
+# what the notebook's setup unpacks where the course is not there: the runtime of the steps
+COURSE_FILES = ["common/__init__.py", "common/checkpoint.py", "common/cli.py", "common/data.py",
+                "common/hub.py", "common/interrupt.py", "common/launch.py", "common/metric.py",
+                "common/output.py", "common/glue_mrpc/glue_mrpc.py"]
+TORCH_XLA = "2.9.0"  # torch_xla's newest release; torch must be the same release
+LIBTPU_INDEX = "https://storage.googleapis.com/libtpu-releases/index.html"
 
 
 def train_cells():
@@ -31,25 +50,73 @@ def train_cells():
     return jupytext.read(TRAIN, fmt="py:percent").cells
 
 
+def packed_course():
+    """Return the course's runtime files as a zip, base64 text (fixed dates: the same bytes
+    from the same files)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in COURSE_FILES:
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, (REPO / name).read_text())
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def pinned_packages():
+    """Return requirements.txt's pins that the notebook imports (not torch: its build depends
+    on the runtime; not the test and notebook-runner tools)."""
+    skip = ("torch==", "pytest", "jupytext", "nbclient", "ipykernel", "matplotlib")
+    return [line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#") and not line.startswith(skip)]
+
+
+def setup_cell():
+    """Return the source of the notebook's setup cell."""
+    packages = ", ".join(f'"{p}"' for p in pinned_packages())
+    return f'''import base64, glob, importlib.util, io, os, subprocess, sys, zipfile
+
+ON_COLAB_OR_KAGGLE = "google.colab" in sys.modules or any(k.startswith("KAGGLE") for k in os.environ)
+# a Google TPU chip on the PCI bus: how torch_xla itself finds one (vendor 0x1ae0)
+TPU_ATTACHED = any(open(path).read().strip() == "0x1ae0"
+                   for path in glob.glob("/sys/bus/pci/devices/*/vendor"))
+PACKAGES = [{packages}]
+
+if ON_COLAB_OR_KAGGLE:
+    torch = ["torch=={TORCH_XLA}", "torch_xla[tpu]=={TORCH_XLA}", "-f", "{LIBTPU_INDEX}"] \\
+        if TPU_ATTACHED else []
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *torch, *PACKAGES], check=True)
+if importlib.util.find_spec("common") is None:
+    # the course's common/ modules, packed by tools/build_notebook.py from the course
+    COURSE = "{packed_course()}"
+    zipfile.ZipFile(io.BytesIO(base64.b64decode(COURSE))).extractall(".")
+    sys.path.insert(0, os.getcwd())
+    # the embedded tiny BERT and data are not packed: the course's own setup, from the Hub
+    os.environ.setdefault("COURSE_ARGS", "--checkpoint bert-base-cased --dataset glue")
+if TPU_ATTACHED:
+    os.environ.setdefault("PJRT_DEVICE", "TPU")  # with Colab or Kaggle: notebook_launcher's TPU branch
+print("course modules:", importlib.util.find_spec("common").submodule_search_locations[0])
+print("COURSE_ARGS:", os.environ.get("COURSE_ARGS", "(not set: the defaults)"))
+print("TPU attached:", TPU_ATTACHED, "| PJRT_DEVICE:", os.environ.get("PJRT_DEVICE"))'''
+
+
 def build():
     """Return the notebook (an nbformat NotebookNode, no outputs)."""
     source = train_cells()
-    # comment_magics=False: the "# !pip install" lines stay comments, to run by hand on a TPU
+    # comment_magics=False: the cells are plain Python, as they are in train.py
     notebook = jupytext.read(CELLS, fmt={"extension": ".py", "format_name": "percent",
                                          "comment_magics": False})
     cells = []
     for cell in notebook.cells:
         match = PLACEHOLDER.match(cell.source.strip())
-        if not match:
+        if cell.source.strip() == SETUP:
+            cells.append(nbformat.v4.new_code_cell(setup_cell()))
+        elif not match:
             cells.append(cell)
-            continue
-        index = int(match.group(1))
-        train_cell = source[index]
-        if index == 0:  # the module docstring: shown as text
-            text = train_cell.source.strip().strip('"').strip()
+        elif int(match.group(1)) == 0:  # the module docstring: shown as text
+            text = source[0].source.strip().strip('"').strip()
             cells.append(nbformat.v4.new_markdown_cell("```text\n" + text + "\n```"))
         else:
-            cells.append(nbformat.v4.new_code_cell(train_cell.source))
+            cells.append(nbformat.v4.new_code_cell(source[int(match.group(1))].source))
     notebook.cells = cells
     for i, cell in enumerate(notebook.cells):
         cell.metadata = {}
@@ -62,6 +129,47 @@ def build():
     return notebook
 
 
+def code_cells(notebook):
+    """Return the sources of a notebook's code cells, in order."""
+    return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def hardware():
+    """Return a few words on this machine, for the executed notebook."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import torch
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{os.cpu_count()} CPU cores ({cpu}), {gpu}, Python {platform.python_version()}, torch {torch.__version__}"
+
+
+def execute(notebook, output_dir):
+    """Run the notebook top to bottom on a real Jupyter kernel (the embedded default, written
+    to output_dir); add a text cell that says where and how long. Returns the notebook."""
+    from nbclient import NotebookClient
+
+    os.environ["COURSE_ARGS"] = f"--output-dir {output_dir}"
+    os.environ.setdefault("HF_ENDPOINT", "http://127.0.0.1:9")  # the hub is not needed
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    start = time.perf_counter()
+    NotebookClient(notebook, timeout=900, kernel_name="python3",
+                   resources={"metadata": {"path": str(REPO)}}).execute()
+    seconds = time.perf_counter() - start
+    note = nbformat.v4.new_markdown_cell(
+        f"*This copy was run by `make notebook` on the course's embedded default, with "
+        f"`COURSE_ARGS=\"--output-dir {output_dir}\"`, on {hardware()}, in {seconds:.0f} s "
+        f"(a real Jupyter kernel; the launch's 2 processes on the CPU).*")
+    note["id"] = "cell-run"
+    notebook.cells.insert(1, note)
+    return notebook
+
+
 def as_text(notebook):
     """Return the notebook as the JSON text written to disk."""
     return nbformat.writes(notebook) + "\n"
@@ -70,14 +178,18 @@ def as_text(notebook):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--no-run", action="store_true", help="write it without outputs")
+    parser.add_argument("--output-dir", default="outputs/notebook")
     args = parser.parse_args()
-    text = as_text(build())
+    built = build()
     if args.check:
-        if not NOTEBOOK.exists() or NOTEBOOK.read_text() != text:
-            sys.exit(f"error: {NOTEBOOK.relative_to(REPO)} is stale; run python tools/build_notebook.py")
+        committed = nbformat.read(NOTEBOOK, as_version=4) if NOTEBOOK.exists() else None
+        if committed is None or code_cells(committed) != code_cells(built):
+            sys.exit(f"error: {NOTEBOOK.relative_to(REPO)} is stale; run make notebook")
         return
-    NOTEBOOK.write_text(text)
-    print(f"wrote {NOTEBOOK.relative_to(REPO)}")
+    notebook = built if args.no_run else execute(built, args.output_dir)
+    NOTEBOOK.write_text(as_text(notebook))
+    print(f"wrote {NOTEBOOK.relative_to(REPO)}" + ("" if args.no_run else " with its outputs"))
 
 
 if __name__ == "__main__":
