@@ -45,7 +45,7 @@ def test_there_are_the_variants_the_course_promises():
     assert names[3] == {"no_gather", "no_cut", "every_process_prints_and_writes",
                         "gather_for_metrics"}
     assert names[4] == {"accelerator_without_cpu", "accelerator_before_launch",
-                        "dynamic_padding"}
+                        "dynamic_padding", "loss_item_every_step"}
 
 
 # step 1, one process ---------------------------------------------------------------------
@@ -171,6 +171,14 @@ def test_step4_dynamic_padding_computes_the_same_function(lab_runs):
     assert lesson["lengths"] == [128] and len(run["lengths"]) > 10
     assert run["predictions"] == lesson["predictions"]
     assert lab.close(run["losses"], lesson["losses"])  # to a relative 1e-4, explained in lab
+
+
+@pytest.mark.step4
+def test_step4_loss_item_at_every_step_is_the_same_on_a_cpu(lab_runs):
+    lesson, run = lab_runs(4)["lesson"], lab_runs(4)["loss_item_every_step"]
+    # the same floats: .item() and one .tolist() at the end read the same values; what it
+    # costs on XLA is measured by the XLA lane (tests/test_xla.py)
+    assert run["losses"] == lesson["losses"] and run["predictions"] == lesson["predictions"]
 
 
 # the README's tables ---------------------------------------------------------------------

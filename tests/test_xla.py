@@ -62,6 +62,21 @@ def test_fixed_shapes_stop_compiling_after_the_first_steps(fixed, tmp_path, chec
     assert dynamic["compiles_at_the_end"] > 2 * fixed[0]["compiles_at_the_end"]
 
 
+def test_loss_item_at_every_step_compiles_one_more_graph(fixed, tmp_path, checkpoint_without_dropout):
+    # the what-if variant loss_item_every_step: step 3's train_losses.append(loss.item())
+    # instead of keeping the losses on the device; .item() executes the graph up to the loss
+    # at every step, a graph of its own, and waits for it
+    fixed_counts = fixed[0]["compiles_after_each_step"]
+    item = xla_run(tmp_path, "item", "--checkpoint", checkpoint_without_dropout,
+                   "--variant", "loss_item_every_step")[0]
+    item_counts = item["compiles_after_each_step"]
+    print(f"\nXLA compilations after each of 16 optimizer steps:\n"
+          f"  losses kept on the device (step 4): {fixed_counts}\n"
+          f"  loss.item() at every step:          {item_counts}")
+    assert item_counts[4] == item_counts[-1]  # still fixed shapes: no new graphs later
+    assert item_counts[-1] > fixed_counts[-1]
+
+
 def test_a_full_run_on_xla_learns_like_the_same_run_on_plain_cpu(tmp_path):
     # the default run (3 epochs, 1,377 steps), once on the XLA device through the TPU branch
     # and once on the plain CPU (Accelerate ignores torch_xla with USE_TORCH_XLA=0)

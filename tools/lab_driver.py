@@ -61,6 +61,7 @@ class Record:
         self.lengths = []
 
 
+
 def fingerprint(model):
     """Return a short hash of every weight of the model (equal weights, equal hash)."""
     digest = hashlib.sha1()

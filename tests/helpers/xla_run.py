@@ -1,13 +1,15 @@
 """Run step 4's main() on torch_xla and count XLA graph compilations at every optimizer step.
 
-    PJRT_DEVICE=CPU python xla_run.py REPORT.json [--dynamic-padding] [step 4 flags...]
+    PJRT_DEVICE=CPU python xla_run.py REPORT.json [--dynamic-padding] [--variant NAME] [step 4 flags...]
 
 The step runs unchanged, except for two spies in its module namespace:
 - get_scheduler: the scheduler it returns also records, after each of its steps, how many
   graphs XLA has compiled so far (torch_xla.debug.metrics, "CompileTime");
 - with --dynamic-padding, get_dataloaders drops the step's pad_to_max_length=128, so that
   the same loop runs with batches padded to their longest pair: the comparison that shows
-  why step 4 fixes the shapes.
+  why step 4 fixes the shapes;
+- with --variant NAME, the step is the what-if variant NAME of step 4 (its patch in
+  step4_tpu_notebook/whatif/, applied to a copy), e.g. loss_item_every_step.
 The report (the counts and the environment seen) is written by the process that trained.
 """
 
@@ -21,7 +23,19 @@ import torch_xla.debug.metrics as met
 report_path = Path(sys.argv[1])
 dynamic = "--dynamic-padding" in sys.argv
 step_args = [a for a in sys.argv[2:] if a != "--dynamic-padding"]
-script = Path(__file__).resolve().parents[2] / "step4_tpu_notebook" / "train.py"
+repo = Path(__file__).resolve().parents[2]
+script = repo / "step4_tpu_notebook" / "train.py"
+if "--variant" in step_args:
+    at = step_args.index("--variant")
+    name = step_args[at + 1]
+    del step_args[at:at + 2]
+    sys.path.insert(0, str(repo))
+    from tools.lab import apply_patch
+    variant = report_path.parent / f"{name}.py"
+    variant.parent.mkdir(parents=True, exist_ok=True)
+    variant.write_text(apply_patch(repo / "step4_tpu_notebook" / "whatif" / f"{name}.patch",
+                                   script.read_text()))
+    script = variant
 
 
 def compiles():
