@@ -3,7 +3,6 @@ and the lab's runs (tools/lab.py), made once per session and shared by the tests
 them: the comparison tests of each step, the what-if tests and the grader's tests."""
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -12,34 +11,25 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
 sys.path.insert(0, str(REPO))
 from tools import check, exercise, lab  # noqa: E402
+
 STEPS = {
     1: REPO / "step1_plain_loop" / "train.py",
     2: REPO / "step2_accelerate" / "train.py",
     3: REPO / "step3_distributed_eval" / "train.py",
     4: REPO / "step4_tpu_notebook" / "train.py",
 }
-# A short run: enough optimizer steps that training visibly moves the weights, few enough
-# that each run takes seconds. Evaluation always covers the whole validation split.
-SHORT_RUN = ["--max-train-steps", "60"]
 
 
 def offline_env(**extra):
-    """Return an environment in which the hub is unreachable at once (a closed local port),
-    so no test waits for network retries, whatever the machine.
-
-    It sets nothing that a step or a launch command is meant to do by itself: in particular
-    not ACCELERATE_USE_CPU, which step 4's Accelerator(cpu=...) line and the README's step 3
-    command each set in their own way (a test passes it where the command it runs has it)."""
-    env = dict(os.environ)
-    env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_DISABLE_TELEMETRY="1",
-               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
-    for name in ("HF_HUB_OFFLINE", "ACCELERATE_USE_CPU", "WORLD_SIZE", "RANK", "LOCAL_RANK",
-                 "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(name, None)
-    env.update(extra)
-    return env
+    """Return an environment in which the hub is unreachable at once (a closed local port), so
+    no test waits for network retries, and in which nothing is set that a step or a launch
+    command is meant to do by itself (not ACCELERATE_USE_CPU, which step 4's
+    Accelerator(cpu=...) line and the README's step 3 command each set in their own way; a
+    test passes it where the command it runs has it). The lab's own environment."""
+    return lab.lab_environment(**extra)
 
 
 def run_command(command, timeout=600, **env):
@@ -65,46 +55,15 @@ def assert_ok(result):
 
 @pytest.fixture(scope="session")
 def default_runs(tmp_path_factory):
-    """Full default runs (3 epochs, 1,377 optimizer steps) of steps 1 and 2, once per session."""
-    runs = {}
-    for step in (1, 2):
-        out = tmp_path_factory.mktemp(f"step{step}_default")
-        assert_ok(run_step(step, out))
-        runs[step] = read_metrics(out)
-    return runs
-
-
-def free_port():
-    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def accelerate_launch_command(num_processes, script_and_args, num_machines=1, machine_rank=0,
-                              port=None):
-    """Return the README's command that launches a script on real CPU processes (gloo).
-
-    Run it with ACCELERATE_USE_CPU=1 in the environment, as the README does (use
-    run_cpu_launch): without it, --multi_gpu on a CPU-only machine starts processes that each
-    believe they are alone (the course's steps notice and join them; a plain script would
-    not), and without --multi_gpu only one process starts. Every setting is on the command
-    line, so an `accelerate config` file on the machine cannot change what runs.
-    """
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-               "--num_processes", str(num_processes), "--num_machines", str(num_machines),
-               "--mixed_precision", "no", "--dynamo_backend", "no",
-               "--main_process_port", str(port or free_port())]
-    if num_machines > 1:
-        command += ["--machine_rank", str(machine_rank), "--main_process_ip", "127.0.0.1"]
-    return command + [str(part) for part in script_and_args]
-
-
-def run_cpu_launch(num_processes, script_and_args, **launch):
-    """Run accelerate_launch_command(...) with ACCELERATE_USE_CPU=1, as the README types it."""
-    return run_command(accelerate_launch_command(num_processes, script_and_args, **launch),
-                       ACCELERATE_USE_CPU="1")
+    """Full default runs (3 epochs, 1,377 optimizer steps) of steps 1 and 2, once per session,
+    one after the other in one process (python, the machine's default threads): the lab's
+    driver runs each step's own main(), as `python stepN/train.py` would."""
+    folder = tmp_path_factory.mktemp("default_runs")
+    plan = lab.write_plan(1, {"step1": STEPS[1], "step2": STEPS[2]}, folder, flags=[],
+                          processes=1)
+    result = run_command([sys.executable, str(lab.DRIVER), str(plan)], timeout=900)
+    assert_ok(result)
+    return {step: read_metrics(folder / f"step{step}" / "output") for step in (1, 2)}
 
 
 @pytest.fixture(scope="session")
@@ -120,7 +79,7 @@ class LabRuns:
     besides (tools/check.py: step 2 on 1 process beside step 1 and step 3, step 3 as step
     4's reference). Short runs: lab.SHORT_RUN."""
 
-    def __init__(self, step, folder):
+    def __init__(self, step, folder, step3_reference=None):
         self.step, self.folder = step, folder
         extra = {}
         if step > 1:
@@ -128,15 +87,19 @@ class LabRuns:
             path.parent.mkdir(parents=True)
             path.write_text(exercise.exercise(step))
             extra["exercise"] = path
+        if step == 3:  # in the same launch: the grid of sizes, and step 4's reference
+            extra["grid"] = (GRID, {}, ["--processes", "2"])
+            extra["lesson without dropout"] = (STEPS[3], {}, lab.step4_flags(folder))
         self.rows, self.measured = lab.what_if(step, folder, extra=extra)
         self.scripts = {v.name: folder / "scripts" / v.name / "train.py" for v in lab.variants(step)}
-        self.scripts.update(extra)
+        self.scripts.update({k: v for k, v in extra.items() if k == "exercise"})
         self.graded = {}
         if step > 1:
+            candidates = dict(self.scripts)
             if step == 2:  # step 3 too, on one process: it must equal step 2 there
-                self.scripts_one = {**self.scripts, "step3": STEPS[3]}
-            self.runs = check.runs_for(step, getattr(self, "scripts_one", self.scripts), folder,
-                                       measured=self.measured)
+                candidates["step3"] = STEPS[3]
+            self.runs = check.runs_for(step, candidates, folder, measured=self.measured,
+                                       step3_reference=step3_reference)
             names = ["lesson", *self.scripts]
             self.graded = {name: check.grade(step, name, self.runs) for name in names}
 
@@ -151,7 +114,8 @@ def lab_runs(tmp_path_factory):
 
     def get(step):
         if step not in made:
-            made[step] = LabRuns(step, tmp_path_factory.mktemp(f"lab_step{step}"))
+            reference = get(3)["lesson without dropout"] if step == 4 else None
+            made[step] = LabRuns(step, tmp_path_factory.mktemp(f"lab_step{step}"), reference)
         return made[step]
 
     return get

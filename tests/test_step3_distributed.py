@@ -16,9 +16,8 @@ import sys
 
 import pytest
 
-from conftest import REPO, STEPS, lab, offline_env, run_cpu_launch
+from conftest import GRID, REPO, STEPS, lab, offline_env
 
-GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
 VALIDATION_SIZE = 408
 pytestmark = pytest.mark.step3
 
@@ -73,16 +72,26 @@ def test_two_processes_evaluate_like_one_process(lab_runs):
     check_two_or_three(runs["lesson"], runs.folder / "runs" / "lesson", 2)
 
 
-def test_three_processes_evaluate_like_one_process(tmp_path):
-    run = lab.run_scripts(3, {"lesson": STEPS[3]}, tmp_path, processes=3)["lesson"]
-    check_two_or_three(run, tmp_path / "lesson", 3)
+@pytest.fixture(scope="module")
+def three_processes(tmp_path_factory):
+    """Step 3 and the grid of sizes on 3 processes, in one launch of the README's command."""
+    folder = tmp_path_factory.mktemp("three")
+    runs = lab.run_scripts(3, {"lesson": STEPS[3], "grid": (GRID, {}, ["--processes", "3"])},
+                           folder, processes=3)
+    return runs, folder
+
+
+def test_three_processes_evaluate_like_one_process(three_processes):
+    runs, folder = three_processes
+    check_two_or_three(runs["lesson"], folder / "lesson", 3)
 
 
 @pytest.mark.parametrize("n", [2, 3])
-def test_gather_and_truncate_over_a_grid_of_sizes(tmp_path, n):
-    result = run_cpu_launch(n, [GRID, tmp_path, n])
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads((tmp_path / "grid.json").read_text())
+def test_gather_and_truncate_over_a_grid_of_sizes(lab_runs, three_processes, n):
+    # the grid runs in the same launches as step 3 (tools/lab_driver.py), on 2 and 3 processes
+    runs, folder = (lab_runs(3).measured, lab_runs(3).folder / "runs") if n == 2 else three_processes
+    assert runs["grid"]["error"] is None, runs["grid"]["error"]
+    report = json.loads((folder / "grid" / "output" / "grid.json").read_text())
     assert report["num_processes"] == n
     assert report["distributed_type"] == "DistributedType.MULTI_CPU"
     assert len(report["cases"]) == 15 * 4

@@ -6,11 +6,9 @@ the same point both runs do the same float operations in the same order. So the
 comparisons here are exact: no tolerance.
 """
 
-import sys
-
 import pytest
 
-from conftest import SHORT_RUN, STEPS, assert_ok, lab, read_metrics, run_command, run_step
+from conftest import assert_ok, lab, read_metrics, run_step
 
 
 @pytest.mark.step2
@@ -29,20 +27,15 @@ def test_short_runs_are_identical(lab_runs):
 
 
 @pytest.mark.step2
-def test_accelerate_launch_on_one_process_matches_python(tmp_path):
-    out_python, out_launch = tmp_path / "python", tmp_path / "launch"
+def test_accelerate_launch_on_one_process_matches_python(tmp_path, lab_runs):
     # accelerate launch runs its process with OMP_NUM_THREADS=1; a matrix product on one
-    # thread sums its floats in another order than on two, so compare like with like
-    assert_ok(run_step(2, out_python, *SHORT_RUN, OMP_NUM_THREADS="1"))
-    # every launch setting on the command line, so a user's `accelerate config` file
-    # cannot change what this test runs
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1",
-              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-              str(STEPS[2]), "--output-dir", str(out_launch), *SHORT_RUN]
-    assert_ok(run_command(launch))
-    a, b = read_metrics(out_python), read_metrics(out_launch)
-    assert a["train_losses"] == b["train_losses"]
-    assert a["predictions"] == b["predictions"]
+    # thread sums its floats in another order than on two, so compare like with like. The
+    # launch is the lab's: `accelerate launch --num_processes 1` with every setting on the
+    # command line, so that a user's `accelerate config` file cannot change it
+    assert_ok(run_step(2, tmp_path, *lab.SHORT_RUN, OMP_NUM_THREADS="1"))
+    python, launched = read_metrics(tmp_path), lab_runs(2).runs["one"]["lesson"]
+    assert python["train_losses"] == launched["losses"]
+    assert python["predictions"] == launched["predictions"]
 
 
 def test_full_default_runs_are_identical_and_learn(default_runs):

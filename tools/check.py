@@ -140,15 +140,18 @@ def grade_step4(run, step3_reference):
     ]
 
 
-def runs_for(step, candidates, folder, measured=None):
+def runs_for(step, candidates, folder, measured=None, step3_reference=None):
     """Run what grading `candidates` ({name: path}) needs for a step, all in as few launches as
     possible; return {mode: {name: measurement}}. `measured` may hold runs already made by
-    the what-if lab (same flags), which are not run again."""
+    the what-if lab (same flags), and step3_reference step 4's reference run (step 3 on 2
+    processes with dropout off), which are not run again."""
     folder = Path(folder)
     runs = {}
     if step == 2:
+        # on one process under accelerate launch (which gives it one thread), beside step 1
         scripts = {"step1": STEP_FILE[1], "lesson": STEP_FILE[2], **candidates}
-        runs["one"] = lab.run_scripts(2, scripts, folder / "one", processes=1)
+        runs["one"] = lab.run_scripts(2, scripts, folder / "one", processes=1,
+                                      launcher="accelerate")
         if measured is None:
             measured = lab.run_scripts(2, {"lesson": STEP_FILE[2], **candidates}, folder / "two")
         runs["two"] = measured
@@ -157,7 +160,8 @@ def runs_for(step, candidates, folder, measured=None):
                                                   folder / "two")
     else:
         flags = lab.step4_flags(folder)
-        runs["step3"] = lab.run_scripts(3, {"lesson": STEP_FILE[3]}, folder / "step3", flags)
+        runs["step3"] = {"lesson": step3_reference} if step3_reference else \
+            lab.run_scripts(3, {"lesson": STEP_FILE[3]}, folder / "step3", flags)
         runs["two"] = measured or lab.run_scripts(4, {"lesson": STEP_FILE[4], **candidates},
                                                   folder / "two", flags,
                                                   env=lab.LAUNCH_ENV.get(4))

@@ -96,16 +96,22 @@ def lab_environment(**extra):
     return env
 
 
-def launch_command(step, plan_path, processes=None, launcher="accelerate", use_cpu=True):
+def launch_command(step, plan_path, processes=None, launcher=None, use_cpu=True):
     """Return (command, extra environment) that runs the driver for a step's runs: python for
     one process and for step 4 (its notebook_launcher starts the processes), else the
     README's accelerate launch on `processes` CPU processes (ACCELERATE_USE_CPU=1 unless
-    use_cpu=False), or torchrun."""
+    use_cpu=False), or torchrun; launcher="accelerate" with one process: accelerate launch
+    --num_processes 1 (which gives its process one thread)."""
     n = processes or PROCESSES[step]
     driver = [str(DRIVER), str(plan_path)]
+    from tools.run_course import accelerate_launch, torchrun
+    if launcher == "accelerate" and n == 1:
+        words = accelerate_launch(2)
+        words.remove("--multi_gpu")
+        words[words.index("--num_processes") + 1] = "1"
+        return words + driver, {}
     if step == 4 or n == 1:
         return [sys.executable, *driver], {}
-    from tools.run_course import accelerate_launch, torchrun
     env = {"ACCELERATE_USE_CPU": "1"} if use_cpu else {}
     if launcher == "torchrun":
         return torchrun(n) + ["--master_port", str(free_port())] + driver, env
@@ -121,16 +127,20 @@ def free_port():
 
 
 def write_plan(step, scripts, folder, flags=SHORT_RUN, processes=None):
-    """Write folder/plan.json for the driver: scripts ({name: path or (path, env)}) to run one
-    after the other with the flags. Returns its path."""
+    """Write folder/plan.json for the driver: scripts ({name: path, or (path, env), or (path,
+    env, flags of its own)}) to run one after the other with the flags. Returns its path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    n = processes or PROCESSES[step]
+    extra = ["--num-processes", str(n)] if step == 4 else []
     runs = []
     for name, script in scripts.items():
-        path, run_env = script if isinstance(script, tuple) else (script, {})
-        runs.append({"name": name, "script": str(path), "env": run_env})
-    n = processes or PROCESSES[step]
-    step_flags = [str(f) for f in flags] + (["--num-processes", str(n)] if step == 4 else [])
+        path, run_env, *own = script if isinstance(script, tuple) else (script, {})
+        run = {"name": name, "script": str(path), "env": run_env}
+        if own:  # flags of its own
+            run["flags"] = [str(f) for f in own[0]] + extra
+        runs.append(run)
+    step_flags = [str(f) for f in flags] + extra
     plan_path = folder / "plan.json"
     plan_path.write_text(json.dumps({"folder": str(folder), "flags": step_flags, "runs": runs},
                                     indent=1))
@@ -140,13 +150,13 @@ def write_plan(step, scripts, folder, flags=SHORT_RUN, processes=None):
 def measure_plan(plan_path, processes):
     """Return {name: measure(...)} for every run of a plan the driver has run."""
     plan = json.loads(Path(plan_path).read_text())
-    steps = train_steps(plan["flags"])
-    return {run["name"]: measure(Path(plan["folder"]) / run["name"], processes, steps)
+    return {run["name"]: measure(Path(plan["folder"]) / run["name"], processes,
+                                 train_steps(run.get("flags", plan["flags"])))
             for run in plan["runs"]}
 
 
 def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None,
-                launcher="accelerate", use_cpu=True):
+                launcher=None, use_cpu=True):
     """Run scripts ({name: path or (path, env)}) as step `step` runs, all in one launch;
     return {name: measurement} (see measure). folder keeps every report."""
     n = processes or PROCESSES[step]
@@ -166,9 +176,10 @@ def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None
 
 
 def train_steps(flags):
-    """Return the number of optimizer steps a run with these flags makes (--max-train-steps)."""
+    """Return the number of optimizer steps a run with these flags makes (--max-train-steps),
+    or None for a full run."""
     flags = [str(f) for f in flags]
-    return int(flags[flags.index("--max-train-steps") + 1])
+    return int(flags[flags.index("--max-train-steps") + 1]) if "--max-train-steps" in flags else None
 
 
 def variant_scripts(step, names=None, folder=None):
@@ -220,7 +231,7 @@ def measure(run_folder, processes_launched, train_steps):
         "printed": sum(1 for text in outputs if "validation: accuracy" in text),
         # the training bar's total is the number of optimizer steps (not the weights' loading bar)
         "bars": sum(1 for text in outputs
-                    if re.search(rf"\b{train_steps}/{train_steps} \[", text)),
+                    if re.search(rf"\b{train_steps or '[0-9]+'}/{train_steps or '[0-9]+'} \[", text)),
         "weights_equal": len({r["weights"] for r in ranks if r.get("weights")}) <= 1,
         "left_group": all(r.get("left_process_group") for r in accelerate_ranks)
         if accelerate_ranks else None,
@@ -231,8 +242,10 @@ def measure(run_folder, processes_launched, train_steps):
         "learning_rates": rank0.get("learning_rates") or [],
         "gathered": written[-1].get("eval_gathered"),
         "models_created_inside": sum(sum(r.get("created_inside", [])) for r in ranks),
-        "models_created_before": sum(len(r.get("created_inside", [])) - sum(r.get("created_inside", []))
-                                     for r in ranks),
+        # made before the launch: in the launching process, whose record every forked
+        # process inherits (so it shows in each of their reports: counted once)
+        "models_created_before": max((len(r.get("created_inside", [])) -
+                                      sum(r.get("created_inside", [])) for r in ranks), default=0),
         "lengths": sorted({n for r in ranks for n in r.get("lengths", [])}),
         "seconds": written[-1].get("train_seconds", outcome.get("seconds")),
     }

@@ -4,8 +4,8 @@
     ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 ... \
         tools/lab_driver.py PLAN.json                          (steps 2 and 3)
 
-PLAN.json: {"flags": [...], "runs": [{"name": ..., "script": ..., "env": {...}}, ...]}, written
-by tools/lab.py. Each run's script is a course step or a what-if variant of one (a patched
+PLAN.json: {"flags": [...], "runs": [{"name": ..., "script": ..., "env": {...}}, ...]} (a run
+may have "flags" of its own), written by tools/lab.py. Each run's script is a course step or a what-if variant of one (a patched
 copy); its own main() runs as `python script flags --output-dir <run folder>` would run it,
 and its processes are the ones this driver was launched as (or, for step 4, the ones its
 notebook_launcher starts). Starting the processes once for several runs saves their start
@@ -225,7 +225,7 @@ def run(entry, flags, folder):
     # there is one, is kept: see spy_on)
     AcceleratorState._reset_state(reset_partial_state=True)
     GradientState._reset_state()
-    sys.argv = [entry["script"], *flags, "--output-dir", str(folder / "output")]
+    sys.argv = [entry["script"], *entry.get("flags", flags), "--output-dir", str(folder / "output")]
     outcome = {"error": None}
     start = time.perf_counter()
     with output_to(folder / f"rank{RANK()}.out"):
@@ -234,7 +234,7 @@ def run(entry, flags, folder):
             step = runpy.run_path(entry["script"], run_name="lab")
             step_globals = step["main"].__globals__
             undo = spy_on(step_globals, record)
-            original_training_function = step_globals["training_function"]
+            original_training_function = step_globals.get("training_function")
 
             def training_function(*args):
                 # in the processes notebook_launcher starts, write to their own files
@@ -244,7 +244,8 @@ def run(entry, flags, folder):
                     finally:
                         report_process(record, args[-1])
 
-            step_globals["training_function"] = training_function
+            if original_training_function:  # a step (a helper script may have none)
+                step_globals["training_function"] = training_function
             step["main"]()
         except SystemExit as stop:
             if stop.code not in (None, 0):
