@@ -1,18 +1,24 @@
-"""The README agrees with the code: its diffs, its commands, and its numbers."""
+"""The README agrees with the code: its diffs, its commands, and its numbers.
+
+Every command of the README's (and the docs pages') bash blocks is read as a newcomer would
+type it after the two set-up commands: the files it names exist, the step's flags parse, the
+launcher's own flags parse with the launcher's own parser, and the make targets exist; and
+the README tells how to activate `.venv` before its first bare `python`.
+"""
 
 import re
 import shlex
-import sys
 
 import pytest
 
 from common.cli import parse_args
 from conftest import REPO
-
-sys.path.insert(0, str(REPO))
-from tools import update_readme  # noqa: E402
+from tools import update_readme  # noqa: E402  (conftest put the repository on the path)
 
 README = (REPO / "README.md").read_text()
+PAGES = {path.name: path.read_text() for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]}
+# written by the commands themselves, or a placeholder for the reader's own
+NOT_IN_THE_REPOSITORY = ("outputs/", "exercises/", "path/to", ".venv/")
 
 
 def test_the_diffs_in_the_readme_are_the_real_diffs():
@@ -20,34 +26,81 @@ def test_the_diffs_in_the_readme_are_the_real_diffs():
     assert update_readme.render(README) == README, "run python tools/update_readme.py"
 
 
-def shell_commands():
-    """Yield every command of the README's bash blocks, continuation lines joined."""
-    for block in re.findall(r"```bash\n(.*?)```", README, re.S):
+def shell_commands(text):
+    """Yield every command of a page's bash blocks, continuation lines joined."""
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for command in block.replace("\\\n", " ").splitlines():
-            command = command.split("  #")[0].strip()
+            command = command.split("  #")[0].strip().rstrip("&").strip()
             if command and not command.startswith("#"):
                 yield command
 
 
-def test_every_step_command_names_a_real_script_and_real_flags():
-    checked = 0
-    for command in shell_commands():
-        words = shlex.split(command)
-        scripts = [w for w in words if re.fullmatch(r"step\d_\w+/train\.py", w)]
-        if not scripts or "path/to" in command:
-            continue
-        assert (REPO / scripts[0]).is_file(), command
-        flags = words[words.index(scripts[0]) + 1:]
-        flags = [f for f in flags if f not in ("glue", "--dataset")] if "glue" in flags else flags
+def all_commands():
+    return [(page, command) for page, text in PAGES.items() for command in shell_commands(text)]
+
+
+def without_environment(words):
+    """Return the words of a command after its leading NAME=value settings."""
+    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+        words = words[1:]
+    return words
+
+
+@pytest.mark.parametrize("page,command", all_commands())
+def test_every_command_names_real_files_and_flags(page, command):
+    words = without_environment(shlex.split(command))
+    for word in words:
+        word = word.split("=", 1)[-1]  # make's VAR=value names a file in its value
+        if re.search(r"\.(py|ipynb|md)$|^(step\d_\w+|common|tools|tests|docs)/", word) \
+                and not word.startswith(NOT_IN_THE_REPOSITORY):
+            assert (REPO / word).exists(), f"{page}: {command}: {word} does not exist"
+    scripts = [i for i, w in enumerate(words) if re.fullmatch(r"step\d_\w+/train\.py", w)]
+    runs_a_step = words[:1] in (["python"], ["accelerate"], ["torchrun"])
+    if scripts and runs_a_step and not any(w.startswith("path/to") for w in words):
+        flags = words[scripts[0] + 1:]
+        if "glue" in flags:  # the hub's dataset: its name is checked, not its download
+            flags = [f for f in flags if f not in ("glue", "--dataset")]
         parse_args(flags)  # exits with an error line if a flag or value is wrong
-        checked += 1
-    assert checked >= 6
+        launcher = words[:scripts[0]]
+        if launcher[:2] == ["accelerate", "launch"]:
+            from accelerate.commands.launch import launch_command_parser
+            launch_command_parser().parse_args(launcher[2:] + [words[scripts[0]]])
+        elif launcher[:1] == ["torchrun"]:
+            from torch.distributed.run import get_args_parser
+            get_args_parser().parse_args(launcher[1:] + [words[scripts[0]]])
+        else:
+            assert launcher == ["python"], f"{page}: {command}: launched how?"
+    if words[:1] == ["make"] and not any(w.startswith("FILE=path/to") for w in words):
+        makefile = (REPO / "Makefile").read_text()
+        assert re.search(rf"^{words[1]}:", makefile, re.M), f"{page}: make {words[1]}"
+
+
+def test_there_are_commands_for_every_step_and_launcher():
+    commands = " | ".join(command for _, command in all_commands())
+    for script in ("step1_plain_loop/train.py", "step2_accelerate/train.py",
+                   "step3_distributed_eval/train.py", "step4_tpu_notebook/train.py"):
+        assert script in commands
+    assert "accelerate launch --multi_gpu" in commands and "torchrun --nproc_per_node 2" in commands
 
 
 def test_every_make_target_the_readme_uses_exists():
     makefile = (REPO / "Makefile").read_text()
-    for target in set(re.findall(r"make (\w[\w-]*)", README)):
-        assert re.search(rf"^{target}:", makefile, re.M), f"make {target}"
+    for page, text in PAGES.items():  # in commands and in `code`, not in prose ("make sure")
+        for target in set(re.findall(r"(?:^|`)make (\w[\w-]*)", text, re.M)):
+            assert re.search(rf"^{target}:", makefile, re.M), f"{page}: make {target}"
+
+
+def test_the_activation_comes_before_the_first_bare_python():
+    # after `make course` / `make test`, a newcomer's `python ...` must be .venv's python
+    activation = README.find("source .venv/bin/activate")
+    first_python = min(README.find(command) for command in shell_commands(README)
+                       if command.startswith("python "))
+    assert 0 <= activation < first_python
+
+
+def test_the_first_lesson_diff_is_within_the_first_150_lines():
+    start = next(i for i, line in enumerate(README.splitlines(), 1) if line.startswith("```diff"))
+    assert start <= 150, f"the first lesson's diff starts on line {start}"
 
 
 @pytest.mark.parametrize("step", [1, 2])
@@ -57,3 +110,5 @@ def test_the_numbers_shown_for_steps_1_and_2_are_what_a_run_gives(default_runs, 
     assert shown, f"the README shows no result line for step {step}"
     metrics = default_runs[step]
     assert shown.groups() == (f"{metrics['accuracy']:.4f}", f"{metrics['f1']:.4f}")
+    assert f"validation: accuracy {metrics['accuracy']:.4f}, f1 {metrics['f1']:.4f} (408 pairs)" \
+        in README
