@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from accelerate.state import AcceleratorState
+
 from common.checkpoint import EMBEDDED_CHECKPOINT
 from conftest import BAD_INPUT_ROWS, REPO, STEPS, read_metrics, run_step
 
@@ -171,9 +173,10 @@ def in_process(step_modules, monkeypatch, capsys, tmp_path):
             step_modules[step]["main"]()
         except SystemExit as stop:
             code = stop.code
-        finally:  # a run that got far enough installs its Ctrl-C handling: undo it here
+        finally:  # a run that got far installs its Ctrl-C handling and Accelerate's state
             sys.excepthook = saved_hook
             signal.signal(signal.SIGTERM, saved_term)
+            AcceleratorState._reset_state(reset_partial_state=True)
         said = capsys.readouterr()
         return code, said.out, said.err
 

@@ -49,6 +49,7 @@ def test_accelerate_makes_no_grad_scaler_for_fp16_on_a_cpu():
     # creates for fp16 on a GPU (and other accelerators), not on a CPU
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState, GradientState
+    AcceleratorState._reset_state(reset_partial_state=True)  # a fresh process, as it were
     try:
         accelerator = Accelerator(mixed_precision="fp16", cpu=True)
         assert accelerator.scaler is None
