@@ -57,7 +57,8 @@ def parse_args(argv=None, description=None):
     parser.add_argument("--dataset", default="embedded",
                         help="'embedded' (the MRPC-shaped pairs shipped in common/), 'glue' "
                              "(the hub's nyu-mll/glue, config mrpc), or a local folder with "
-                             "train and validation files (csv, json/jsonl or parquet)")
+                             "train and validation files (csv, json/jsonl or parquet), or "
+                             "GLUE's own train.tsv and dev.tsv")
     parser.add_argument("--epochs", type=positive_int, default=3)
     parser.add_argument("--lr", type=positive_float, default=5e-5,
                         help="peak learning rate, falling linearly to 0 (no warm-up)")
@@ -90,7 +91,7 @@ def check_dataset_name(name):
     """Exit with one error line unless name is 'embedded', 'glue' or an existing folder."""
     if name not in ("embedded", "glue") and not Path(name).is_dir():
         fail(f"unknown dataset {name!r}: use 'embedded' (the default), 'glue', or a folder "
-             "with train and validation files (csv, json/jsonl or parquet)")
+             "with train and validation files (csv, json/jsonl or parquet, or GLUE's .tsv)")
 
 
 def check_output_dir(folder):

@@ -56,14 +56,19 @@ def assert_ok(result):
 @pytest.fixture(scope="session")
 def default_runs(tmp_path_factory):
     """Full default runs (3 epochs, 1,377 optimizer steps) of steps 1 and 2, once per session,
-    one after the other in one process (python, the machine's default threads): the lab's
-    driver runs each step's own main(), as `python stepN/train.py` would."""
-    folder = tmp_path_factory.mktemp("default_runs")
-    plan = lab.write_plan(1, {"step1": STEPS[1], "step2": STEPS[2]}, folder, flags=[],
-                          processes=1)
-    result = run_command([sys.executable, str(lab.DRIVER), str(plan)], timeout=900)
-    assert_ok(result)
-    return {step: read_metrics(folder / f"step{step}" / "output") for step in (1, 2)}
+    each with `python stepN/train.py` on one thread, as `make course` runs them (so the
+    README's numbers are these): the two at once, one core each."""
+    runs = {}
+    for step in (1, 2):
+        out = tmp_path_factory.mktemp(f"step{step}_default")
+        runs[step] = (out, subprocess.Popen(
+            [sys.executable, str(STEPS[step]), "--output-dir", str(out)], cwd=REPO,
+            env=offline_env(OMP_NUM_THREADS="1"), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
+    for step, (out, process) in runs.items():
+        output, _ = process.communicate(timeout=900)
+        assert process.returncode == 0, output[-3000:]
+    return {step: read_metrics(out) for step, (out, _) in runs.items()}
 
 
 @pytest.fixture(scope="session")
@@ -88,7 +93,7 @@ class LabRuns:
             path.write_text(exercise.exercise(step))
             extra["exercise"] = path
         if step == 3:  # in the same launch: the grid of sizes, and step 4's reference
-            extra["grid"] = (GRID, {}, ["--processes", "2"])
+            extra["grid"] = (GRID, {"ACCELERATE_USE_CPU": "1"}, ["--processes", "2"])
             extra["lesson without dropout"] = (STEPS[3], {}, lab.step4_flags(folder))
         self.rows, self.measured = lab.what_if(step, folder, extra=extra)
         self.scripts = {v.name: folder / "scripts" / v.name / "train.py" for v in lab.variants(step)}
@@ -127,6 +132,23 @@ def pytest_collection_modifyitems(items):
         step = getattr(item, "callspec", None) and item.callspec.params.get("step")
         if step in (1, 2, 3, 4):
             item.add_marker(getattr(pytest.mark, f"step{step}"))
+
+
+@pytest.fixture(scope="session")
+def two_machines(tmp_path_factory):
+    """Step 3 as 2 machines of 1 process each on 127.0.0.1, with the README's accelerate
+    launch command (ACCELERATE_USE_CPU=1): (its measurement, its run folder)."""
+    from test_step3_distributed import launch_two_machines
+    folder = tmp_path_factory.mktemp("two_machines")
+    return launch_two_machines(folder, "accelerate")[0], folder
+
+
+@pytest.fixture(scope="session")
+def readme_run(two_machines):
+    """A run of the README's command for step 3 on 2 processes (ACCELERATE_USE_CPU=1
+    accelerate launch --multi_gpu ...), here across two "machines": the reference the other
+    launches must equal. (On one machine, the lab's launch equals it: tests/test_step3_...)"""
+    return two_machines[0]
 
 
 # (kind, case, the error line) of every bad input the tests refused: printed at the end

@@ -7,7 +7,9 @@ launch --multi_gpu --num_processes 2` without ACCELERATE_USE_CPU=1, and `torchru
 exit 0. Now each either runs 2 processes joined in one group - every process confirming it
 from inside, 416 predictions gathered, 408 kept, the same losses and predictions as the
 README's command - or stops before loading anything with one `error:` line and no metrics.
-And a run stopped by Ctrl-C or SIGTERM says so in one line, writes nothing, leaves no process.
+And a run stopped by Ctrl-C or SIGTERM says so in one line, writes nothing, leaves no process
+(Ctrl-C reaches every process of a launch, as in a terminal: the one-process path is the
+same; SIGTERM reaches the launching process only, as `kill` does).
 """
 
 import os
@@ -59,26 +61,28 @@ def test_accelerate_launch_without_multi_gpu_is_refused_with_the_command_that_wo
     assert "LOAD REPORT" not in result.stdout + result.stderr
 
 
-def test_multi_gpu_without_accelerate_use_cpu_joins_on_the_cpu_and_says_so(tmp_path, lab_runs):
-    run = lab.run_scripts(3, {"lesson": STEPS[3]}, tmp_path, use_cpu=False)["lesson"]
-    same_as_the_readme_command(run, lab_runs(3)["lesson"])
-    said = (tmp_path / "lesson" / "rank0.out").read_text()
+def test_multi_gpu_without_accelerate_use_cpu_joins_on_the_cpu_and_says_so(lab_runs, readme_run):
+    # the lab launches step 3 exactly so: accelerate launch --multi_gpu --num_processes 2,
+    # every setting on the command line, no ACCELERATE_USE_CPU (tools/lab.py, what_if)
+    runs = lab_runs(3)
+    same_as_the_readme_command(runs["lesson"], readme_run)
+    said = (runs.folder / "runs" / "lesson" / "rank0.out").read_text()
     assert "note: 2 processes were launched on a machine without a GPU: they join on the CPU " \
            "with gloo (ACCELERATE_USE_CPU=1 set for them)" in said
-    assert "note:" not in (tmp_path / "lesson" / "rank1.out").read_text()  # said once
+    assert "note:" not in (runs.folder / "runs" / "lesson" / "rank1.out").read_text()  # once
 
 
-def test_torchrun_on_one_machine_equals_accelerate_launch(tmp_path, lab_runs):
+def test_torchrun_on_one_machine_equals_accelerate_launch(tmp_path, readme_run):
     run = lab.run_scripts(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
                           use_cpu=False)["lesson"]
-    same_as_the_readme_command(run, lab_runs(3)["lesson"])
+    same_as_the_readme_command(run, readme_run)
 
 
-def test_torchrun_on_two_nodes_over_loopback_equals_accelerate_launch(tmp_path, lab_runs):
+def test_torchrun_on_two_nodes_over_loopback_equals_accelerate_launch(tmp_path, readme_run):
     from test_step3_distributed import check_inside, launch_two_machines
     run, _ = launch_two_machines(tmp_path, "torchrun")
     check_inside(tmp_path / "lesson", 2)
-    same_as_the_readme_command(run, lab_runs(3)["lesson"])
+    same_as_the_readme_command(run, readme_run)
 
 
 def test_the_plain_loop_launched_on_two_processes_is_refused(tmp_path, monkeypatch, capsys):
@@ -124,18 +128,20 @@ def test_the_launch_check_against_the_gpus_of_the_machine(monkeypatch, capsys, g
 
 # the course runner's plan -------------------------------------------------------------------
 
+ONE = {"OMP_NUM_THREADS": "1"}  # one thread per CPU process: numbers that do not depend on cores
+CPU = {"ACCELERATE_USE_CPU": "1", **ONE}
+
+
 @pytest.mark.parametrize("gpus,tpu,launches", [
-    (0, False, {1: ("python", 1, {}), 2: ("python", 1, {}),
-                3: ("accelerate launch", 2, {"ACCELERATE_USE_CPU": "1"}),
-                4: ("notebook_launcher", 2, {})}),
+    (0, False, {1: ("python", 1, ONE), 2: ("python", 1, ONE),
+                3: ("accelerate launch", 2, CPU), 4: ("notebook_launcher", 2, ONE)}),
     (1, False, {1: ("python", 1, {}), 2: ("python", 1, {}),
-                3: ("accelerate launch", 2, {"ACCELERATE_USE_CPU": "1"}),
-                4: ("notebook_launcher", 2, {"ACCELERATE_USE_CPU": "1"})}),
+                3: ("accelerate launch", 2, CPU), 4: ("notebook_launcher", 2, CPU)}),
     (2, False, {1: ("python", 1, {}), 2: ("python", 1, {}),
                 3: ("accelerate launch", 2, {}), 4: ("notebook_launcher", 2, {})}),
     (8, False, {3: ("accelerate launch", 2, {}), 4: ("notebook_launcher", 2, {})}),
-    (0, True, {1: ("python", 1, {"USE_TORCH_XLA": "0"}),
-               3: ("accelerate launch", 2, {"ACCELERATE_USE_CPU": "1", "USE_TORCH_XLA": "0"}),
+    (0, True, {1: ("python", 1, {**ONE, "USE_TORCH_XLA": "0"}),
+               3: ("accelerate launch", 2, {**CPU, "USE_TORCH_XLA": "0"}),
                4: ("notebook_launcher", 0, {})}),
 ])
 def test_the_launch_plan_for_each_kind_of_machine(gpus, tpu, launches):
@@ -190,20 +196,13 @@ def test_ctrl_c_on_a_two_process_launch_stops_everything_and_says_so(tmp_path):
     assert left == []  # no process of the launch is left
 
 
-def test_sigterm_on_one_process_stops_it_and_says_so(tmp_path):
-    command = [sys.executable, str(STEPS[1]), "--output-dir", str(tmp_path)]
-    code, output, left = start_and_stop(command, tmp_path, signal.SIGTERM, whole_group=False)
-    assert code == 128 + signal.SIGTERM
-    assert "\nstopped by SIGTERM before the end of the run: no metrics were written" in output
-    assert "Traceback" not in output
-    assert not (tmp_path / "metrics.json").exists() and left == []
-
-
-def test_ctrl_c_on_notebook_launcher_stops_its_processes_and_says_so(tmp_path):
+def test_sigterm_on_notebook_launcher_stops_its_processes_and_says_so(tmp_path):
+    # SIGTERM (kill, a job scheduler) to the one process that was started, step 4's: it stops
+    # the processes notebook_launcher forked, says so in one line, and leaves nothing
     command = [sys.executable, str(STEPS[4]), "--num-processes", "2", "--output-dir",
                str(tmp_path)]
-    code, output, left = start_and_stop(command, tmp_path, signal.SIGINT)
-    assert code == 128 + signal.SIGINT
-    assert output.count("stopped by Ctrl-C (SIGINT) before the end of the run") == 1
+    code, output, left = start_and_stop(command, tmp_path, signal.SIGTERM, whole_group=False)
+    assert code == 128 + signal.SIGTERM
+    assert output.count("stopped by SIGTERM before the end of the run: no metrics were written") == 1
     assert "Traceback" not in output
     assert not (tmp_path / "metrics.json").exists() and left == []

@@ -131,10 +131,10 @@ def launch_two_machines(tmp_path, launcher):
     return lab.measure_plan(plan, 2)["lesson"], outputs
 
 
-def test_two_machines_on_loopback_equal_one_machine_with_two_processes(tmp_path, lab_runs):
+def test_two_machines_on_loopback_equal_one_machine_with_two_processes(lab_runs, two_machines):
     one_machine = lab_runs(3)["lesson"]
-    run, _ = launch_two_machines(tmp_path, "accelerate")
-    check_inside(tmp_path / "lesson", 2)
+    run, folder = two_machines
+    check_inside(folder / "lesson", 2)
     assert run["num_processes"] == 2 and run["gathered"] == 416
     assert run["predictions"] == one_machine["predictions"]
     assert (run["accuracy"], run["f1"]) == (one_machine["accuracy"], one_machine["f1"])

@@ -17,7 +17,6 @@ Timing on a shared machine is noisy, so each step runs --repeats times in altern
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -54,22 +53,6 @@ def run_notebook(out):
     NotebookClient(notebook, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(REPO)}}).execute()
     return time.perf_counter() - start
-
-
-def machine():
-    """Return a one-line description of this machine."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import torch
-    return (f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
-            f"torch {torch.__version__}, {torch.get_num_threads()} threads, no GPU"
-            if not torch.cuda.is_available() else f"{torch.cuda.get_device_name()}")
 
 
 def table(rows):
@@ -153,7 +136,7 @@ def main():
         seconds, _ = run([sys.executable, "-m", "pytest", "-q"])
         rows.append(("whole test suite", f"{seconds:.0f} s", "< 300 s", seconds < 300))
 
-    print(f"Machine: {machine()}\n")
+    print(f"Machine: {run_course.describe_machine()}\n")
     table(rows)
 
     # what the model gets right, by how the pair was made (the embedded generator knows)

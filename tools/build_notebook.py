@@ -20,7 +20,6 @@ import argparse
 import base64
 import io
 import os
-import platform
 import re
 import sys
 import time
@@ -134,25 +133,13 @@ def code_cells(notebook):
     return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
 
 
-def hardware():
-    """Return a few words on this machine, for the executed notebook."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import torch
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return f"{os.cpu_count()} CPU cores ({cpu}), {gpu}, Python {platform.python_version()}, torch {torch.__version__}"
-
-
 def execute(notebook, output_dir):
     """Run the notebook top to bottom on a real Jupyter kernel (the embedded default, written
     to output_dir); add a text cell that says where and how long. Returns the notebook."""
     from nbclient import NotebookClient
+
+    sys.path.insert(0, str(REPO))
+    from tools.run_course import describe_machine
 
     os.environ["COURSE_ARGS"] = f"--output-dir {output_dir}"
     os.environ.setdefault("HF_ENDPOINT", "http://127.0.0.1:9")  # the hub is not needed
@@ -163,7 +150,7 @@ def execute(notebook, output_dir):
     seconds = time.perf_counter() - start
     note = nbformat.v4.new_markdown_cell(
         f"*This copy was run by `make notebook` on the course's embedded default, with "
-        f"`COURSE_ARGS=\"--output-dir {output_dir}\"`, on {hardware()}, in {seconds:.0f} s "
+        f"`COURSE_ARGS=\"--output-dir {output_dir}\"`, on {describe_machine()}, in {seconds:.0f} s "
         f"(a real Jupyter kernel; the launch's 2 processes on the CPU).*")
     note["id"] = "cell-run"
     notebook.cells.insert(1, note)

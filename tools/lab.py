@@ -142,8 +142,9 @@ def write_plan(step, scripts, folder, flags=SHORT_RUN, processes=None):
         runs.append(run)
     step_flags = [str(f) for f in flags] + extra
     plan_path = folder / "plan.json"
-    plan_path.write_text(json.dumps({"folder": str(folder), "flags": step_flags, "runs": runs},
-                                    indent=1))
+    # the final weights evaluated again alone: the reference of a distributed evaluation
+    plan_path.write_text(json.dumps({"folder": str(folder), "flags": step_flags, "runs": runs,
+                                     "evaluate_alone": step >= 3}, indent=1))
     return plan_path
 
 
@@ -417,7 +418,10 @@ def what_if(step, folder, names=None, extra=None):
     in_table = list(scripts)
     scripts.update(extra or {})
     flags = step4_flags(folder) if step == 4 else SHORT_RUN
-    measured = run_scripts(step, scripts, folder / "runs", flags, env=LAUNCH_ENV.get(step))
+    # step 3's processes are launched as a student first launches them on a machine without a
+    # GPU, --multi_gpu without ACCELERATE_USE_CPU=1: the course's launch check joins them
+    measured = run_scripts(step, scripts, folder / "runs", flags, env=LAUNCH_ENV.get(step),
+                           use_cpu=step != 3)
     by_name = {v.name: v for v in variants(step)}
     rows = []
     for name in in_table:

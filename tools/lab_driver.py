@@ -44,6 +44,7 @@ from accelerate.state import AcceleratorState, GradientState
 from transformers import AutoModelForSequenceClassification
 
 RANK = lambda: os.environ.get("RANK", "0")  # noqa: E731 (read when asked: launchers set it)
+EVALUATE_ALONE = True  # the plan's "evaluate_alone" (off where nothing compares with it)
 
 
 class Record:
@@ -110,7 +111,7 @@ def report_process(record, args):
         "lengths": sorted(set(record.lengths)),
         "weights": fingerprint(model) if model is not None else None,
     }
-    if report["rank"] == 0 and model is not None and args is not None:
+    if report["rank"] == 0 and model is not None and args is not None and EVALUATE_ALONE:
         report["alone_predictions"] = evaluate_alone(model, args)
     path = record.folder / f"rank{RANK()}.json"
     path.write_text(json.dumps(report))
@@ -263,7 +264,9 @@ def run(entry, flags, folder):
 
 
 def main():
+    global EVALUATE_ALONE
     plan = json.loads(Path(sys.argv[1]).read_text())
+    EVALUATE_ALONE = plan.get("evaluate_alone", True)
     for entry in plan["runs"]:
         saved_env = dict(os.environ)
         run(entry, plan["flags"], Path(plan["folder"]) / entry["name"])

@@ -32,6 +32,7 @@ import argparse
 import glob
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -72,7 +73,9 @@ def torchrun(n):
 def plan(gpus, tpu=False, processes=2, launcher="accelerate"):
     """Return {step: Launch} for a machine with `gpus` CUDA GPUs (and a TPU or not).
 
-    no GPU: steps 1-2 one process on the CPU; steps 3-4 `processes` CPU processes (gloo).
+    no GPU: steps 1-2 one process on the CPU; steps 3-4 `processes` CPU processes (gloo);
+      one thread per process (OMP_NUM_THREADS=1), so that the numbers do not depend on
+      the machine's number of cores.
     one GPU: steps 1-2 on the GPU; steps 3-4 on CPU processes, because every process of a
       multi-GPU launch needs a GPU of its own (NCCL cannot put two on one).
     several GPUs: steps 1-2 on one GPU; steps 3-4 one process per GPU, at most `processes`.
@@ -82,13 +85,16 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate"):
     plans = {}
     on_gpus = min(processes, gpus) if gpus >= 2 else 0
     n = on_gpus or processes
-    cpu_env = {} if on_gpus else {"ACCELERATE_USE_CPU": "1"}
-    if tpu:
-        cpu_env["USE_TORCH_XLA"] = "0"
+    # one thread per process on the CPU: the same numbers whatever the number of cores (a sum
+    # split over threads is added in another order); accelerate launch gives its processes
+    # one thread anyway, notebook_launcher's get cores / processes
+    one_thread = {"OMP_NUM_THREADS": "1"}
+    no_xla = {"USE_TORCH_XLA": "0"} if tpu else {}
+    cpu_env = {} if on_gpus else {"ACCELERATE_USE_CPU": "1", **one_thread, **no_xla}
     single = "1 process on GPU 0" if gpus and not tpu else "1 process on the CPU"
     for step in (1, 2):
         plans[step] = Launch("python", [sys.executable, f"{FOLDERS[step]}/train.py"],
-                             {"USE_TORCH_XLA": "0"} if tpu else {}, 1, single)
+                             {} if gpus and not tpu else {**one_thread, **no_xla}, 1, single)
     if on_gpus:
         where = f"{n} processes, one per GPU (nccl)"
     elif gpus == 1:
@@ -104,11 +110,33 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate"):
         plans[4] = Launch("notebook_launcher", step4, {}, 0,
                           "every TPU core (in Colab or Kaggle; num_processes is ignored there)")
     elif gpus == 1:
-        plans[4] = Launch("notebook_launcher", step4, {"ACCELERATE_USE_CPU": "1"}, n, where)
+        plans[4] = Launch("notebook_launcher", step4, cpu_env, n, where)
+    elif on_gpus:
+        plans[4] = Launch("notebook_launcher", step4, {}, n, where)
     else:
-        plans[4] = Launch("notebook_launcher", step4, {}, n, where if on_gpus else
+        plans[4] = Launch("notebook_launcher", step4, one_thread, n,
                           f"{n} processes on the CPU (gloo): the step's Accelerator(cpu=True)")
     return plans
+
+
+def cpu_name():
+    """Return the processor's model name (from /proc/cpuinfo), or what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe_machine():
+    """Return one line on this machine: cores and processor, GPU, Python, torch, threads."""
+    import torch
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return (f"{os.cpu_count()} CPU cores ({cpu_name()}), {gpu}, Python "
+            f"{platform.python_version()}, torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads")
 
 
 def machine():

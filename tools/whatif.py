@@ -8,14 +8,14 @@ Each variant is a patch beside its step (stepN_*/whatif/<name>.patch) that takes
 line out, or does it the other common way; it is applied to a copy, never to the step. The
 step and its variants run for real, as short runs (30 optimizer steps), steps 2 and 3 on 2
 CPU processes started by accelerate launch, step 4 on the 2 processes its notebook_launcher
-starts. The table says, for each: the change, what was measured (processes, and how many of
+starts (step 3's launched without ACCELERATE_USE_CPU=1, as a student first types it: the
+course's launch check joins them on the CPU). The table says, for each: the change, what was measured (processes, and how many of
 them believed they were alone; pairs each process scored; accuracy; metrics.json writes;
 whether the processes ended with the same weights), the verdict against the lesson, and the
 training time. tests/test_whatif.py runs the same and checks the README's tables.
 """
 
 import argparse
-import platform
 import re
 import sys
 import tempfile
@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tools import lab  # noqa: E402
+from tools.run_course import describe_machine  # noqa: E402
 
 README = REPO / "README.md"
 BLOCK = re.compile(r"(<!-- BEGIN whatif (\d) -->\n)(.*?)(<!-- END whatif -->)", re.S)
@@ -50,16 +51,6 @@ def block(step, rows, with_time=True):
     return table + ("\n" + extra if extra else "")
 
 
-def cpu():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--step", type=int, nargs="+", choices=[1, 2, 3, 4], default=[1, 2, 3, 4])
@@ -79,7 +70,7 @@ def main():
             sys.exit(f"error: {error}")
         blocks[step] = block(step, rows)
         print(blocks[step], flush=True)
-    print(f"Measured on {cpu()}, {sys.platform}, Python {platform.python_version()}.")
+    print(f"Measured on {describe_machine()}.")
     if args.readme:
         text = README.read_text()
 
