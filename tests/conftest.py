@@ -2,6 +2,7 @@
 and the lab's runs (tools/lab.py), made once per session and shared by the tests that read
 them: the comparison tests of each step, the what-if tests and the grader's tests."""
 
+import functools
 import json
 import re
 import subprocess
@@ -79,34 +80,53 @@ def checkpoint_without_dropout(tmp_path_factory):
 
 
 class LabRuns:
-    """The lab's runs of one step, made when first asked for: the step and its what-if
-    variants in one launch (with the step's exercise beside them), and what grading needs
-    besides (tools/check.py: step 2 on 1 process beside step 1 and step 3, step 3 as step
-    4's reference). Short runs: lab.SHORT_RUN."""
+    """The lab's runs of one step, each launch made when a test first needs it: the step and
+    its what-if variants in one launch (with the step's exercise beside them, and for step 3
+    the grid of sizes and step 4's reference), and what grading needs besides
+    (tools/check.py: step 2 on 1 process beside step 1 and step 3). Short runs: lab.SHORT_RUN."""
 
     def __init__(self, step, folder, step3_reference=None):
-        self.step, self.folder = step, folder
-        extra = {}
+        self.step, self.folder, self.step3_reference = step, folder, step3_reference
+        self.extra = {}
         if step > 1:
             path = folder / "exercise" / "train.py"
             path.parent.mkdir(parents=True)
             path.write_text(exercise.exercise(step))
-            extra["exercise"] = path
+            self.extra["exercise"] = path
         if step == 3:  # in the same launch: the grid of sizes, and step 4's reference
-            extra["grid"] = (GRID, {"ACCELERATE_USE_CPU": "1"}, ["--processes", "2"])
-            extra["lesson without dropout"] = (STEPS[3], {}, lab.step4_flags(folder))
-        self.rows, self.measured = lab.what_if(step, folder, extra=extra)
-        self.scripts = {v.name: folder / "scripts" / v.name / "train.py" for v in lab.variants(step)}
-        self.scripts.update({k: v for k, v in extra.items() if k == "exercise"})
-        self.graded = {}
-        if step > 1:
-            candidates = dict(self.scripts)
-            if step == 2:  # step 3 too, on one process: it must equal step 2 there
-                candidates["step3"] = STEPS[3]
-            self.runs = check.runs_for(step, candidates, folder, measured=self.measured,
-                                       step3_reference=step3_reference)
-            names = ["lesson", *self.scripts]
-            self.graded = {name: check.grade(step, name, self.runs) for name in names}
+            self.extra["grid"] = (GRID, {"ACCELERATE_USE_CPU": "1"}, ["--processes", "2"])
+            self.extra["lesson without dropout"] = (STEPS[3], {}, lab.step4_flags(folder))
+        self.scripts = {**lab.variant_scripts(step, folder=folder), "exercise": self.extra.get("exercise")}
+        del self.scripts["lesson"]
+        if step == 1:
+            del self.scripts["exercise"]
+
+    @functools.cached_property
+    def _what_if(self):
+        return lab.what_if(self.step, self.folder, extra=self.extra)
+
+    @property
+    def rows(self):
+        return self._what_if[0]
+
+    @property
+    def measured(self):
+        return self._what_if[1]
+
+    @functools.cached_property
+    def one(self):
+        """Step 2's one-process launch: step 1, step 2, its variants and exercise, and step 3."""
+        return check.one_process_runs({**self.scripts, "step3": STEPS[3]}, self.folder)
+
+    @functools.cached_property
+    def runs(self):
+        return check.runs_for(self.step, self.scripts, self.folder, measured=self.measured,
+                              step3_reference=self.step3_reference and self.step3_reference(),
+                              one=self.one if self.step == 2 else None)
+
+    @functools.cached_property
+    def graded(self):
+        return {name: check.grade(self.step, name, self.runs) for name in ["lesson", *self.scripts]}
 
     def __getitem__(self, name):
         return self.measured[name]
@@ -119,7 +139,7 @@ def lab_runs(tmp_path_factory):
 
     def get(step):
         if step not in made:
-            reference = get(3)["lesson without dropout"] if step == 4 else None
+            reference = (lambda: get(3)["lesson without dropout"]) if step == 4 else None
             made[step] = LabRuns(step, tmp_path_factory.mktemp(f"lab_step{step}"), reference)
         return made[step]
 
@@ -127,10 +147,11 @@ def lab_runs(tmp_path_factory):
 
 
 def pytest_collection_modifyitems(items):
-    """A test parametrized by `step` belongs to that step's lesson: make test STEP=N runs it."""
+    """A test parametrized by `step` belongs to that step's lesson: make test STEP=N runs it
+    (the README's own tests aside: they check the README, not a lesson)."""
     for item in items:
         step = getattr(item, "callspec", None) and item.callspec.params.get("step")
-        if step in (1, 2, 3, 4):
+        if step in (1, 2, 3, 4) and item.path.name != "test_readme.py":
             item.add_marker(getattr(pytest.mark, f"step{step}"))
 
 

@@ -34,7 +34,7 @@ def check_inside(run_folder, n):
 
 
 def test_one_process_is_identical_to_step2(lab_runs):
-    runs = lab_runs(2).runs["one"]  # step 2 and step 3, each on one process
+    runs = lab_runs(2).one  # step 2 and step 3, each on one process
     two, three = runs["lesson"], runs["step3"]
     assert three["error"] is None
     assert three["predictions"] == two["predictions"]

@@ -15,8 +15,8 @@ from conftest import assert_ok, lab, read_metrics, run_step
 def test_short_runs_are_identical(lab_runs):
     # steps 1 and 2 on one process, run one after the other by the lab's driver (each run
     # starts from a fresh Accelerate state; tools/lab_driver.py)
-    one = lab_runs(2).runs["one"]["step1"]
-    two = lab_runs(2).runs["one"]["lesson"]
+    one = lab_runs(2).one["step1"]
+    two = lab_runs(2).one["lesson"]
     assert one["error"] is None and two["error"] is None
     assert len(one["losses"]) == lab.train_steps(lab.SHORT_RUN) == 30
     assert one["losses"] == two["losses"]
@@ -33,7 +33,7 @@ def test_accelerate_launch_on_one_process_matches_python(tmp_path, lab_runs):
     # launch is the lab's: `accelerate launch --num_processes 1` with every setting on the
     # command line, so that a user's `accelerate config` file cannot change it
     assert_ok(run_step(2, tmp_path, *lab.SHORT_RUN, OMP_NUM_THREADS="1"))
-    python, launched = read_metrics(tmp_path), lab_runs(2).runs["one"]["lesson"]
+    python, launched = read_metrics(tmp_path), lab_runs(2).one["lesson"]
     assert python["train_losses"] == launched["losses"]
     assert python["predictions"] == launched["predictions"]
 

@@ -140,18 +140,22 @@ def grade_step4(run, step3_reference):
     ]
 
 
-def runs_for(step, candidates, folder, measured=None, step3_reference=None):
+def one_process_runs(candidates, folder):
+    """Run step 1, step 2 and the candidates on one process, under accelerate launch (which
+    gives it one thread); return {name: measurement}."""
+    scripts = {"step1": STEP_FILE[1], "lesson": STEP_FILE[2], **candidates}
+    return lab.run_scripts(2, scripts, Path(folder) / "one", processes=1, launcher="accelerate")
+
+
+def runs_for(step, candidates, folder, measured=None, step3_reference=None, one=None):
     """Run what grading `candidates` ({name: path}) needs for a step, all in as few launches as
-    possible; return {mode: {name: measurement}}. `measured` may hold runs already made by
-    the what-if lab (same flags), and step3_reference step 4's reference run (step 3 on 2
-    processes with dropout off), which are not run again."""
+    possible; return {mode: {name: measurement}}. Runs already made are not made again:
+    `measured`, the what-if lab's of the step (same flags); `one`, one_process_runs(...);
+    step3_reference, step 4's reference (step 3 on 2 processes with dropout off)."""
     folder = Path(folder)
     runs = {}
     if step == 2:
-        # on one process under accelerate launch (which gives it one thread), beside step 1
-        scripts = {"step1": STEP_FILE[1], "lesson": STEP_FILE[2], **candidates}
-        runs["one"] = lab.run_scripts(2, scripts, folder / "one", processes=1,
-                                      launcher="accelerate")
+        runs["one"] = one or one_process_runs(candidates, folder)
         if measured is None:
             measured = lab.run_scripts(2, {"lesson": STEP_FILE[2], **candidates}, folder / "two")
         runs["two"] = measured
