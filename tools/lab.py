@@ -14,7 +14,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,8 +24,8 @@ FOLDERS = {1: "step1_plain_loop", 2: "step2_accelerate", 3: "step3_distributed_e
 VALIDATION_PAIRS = 408
 # a short run: enough optimizer steps for a missing line to show, few enough for class
 SHORT_RUN = ["--max-train-steps", "30"]
-# how each step's runs are launched: on 1 process (steps 1, 4: step 4 starts its own 2), or
-# on 2 CPU processes with the README's accelerate launch command (steps 2 and 3)
+# how many processes each step's runs have: 1 (step 1), or 2 CPU processes, started by
+# accelerate launch (steps 2 and 3; see launch_command) or by step 4's own notebook_launcher
 PROCESSES = {1: 1, 2: 2, 3: 2, 4: 2}
 
 
@@ -163,13 +162,10 @@ def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None
     n = processes or PROCESSES[step]
     plan_path = write_plan(step, scripts, folder, flags, n)
     command, launch_env = launch_command(step, plan_path, n, launcher, use_cpu)
-    start = time.perf_counter()
     result = subprocess.run(command, cwd=REPO, env=lab_environment(**launch_env, **(env or {})),
                             capture_output=True, text=True, timeout=900)
     (Path(folder) / "launch.out").write_text(result.stdout + result.stderr)
     measured = measure_plan(plan_path, n if step > 1 else 1)
-    for run in measured.values():
-        run["launch_seconds"] = time.perf_counter() - start
     if result.returncode != 0 and not all(m["error"] for m in measured.values()):
         raise RuntimeError(f"the lab's launch failed (exit {result.returncode}):\n"
                            f"{(result.stdout + result.stderr)[-3000:]}")
