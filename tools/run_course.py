@@ -249,8 +249,9 @@ def main():
         print(f"  step {step}  {launch.launcher:<18} {launch.where}"
               + (f"  [{settings}]" if settings else ""))
     print()
-    results, failed = {}, False
+    results, failed, ran = {}, False, set()
     for step in args.steps:
+        ran.add(step)
         launch = launches[step]
         print(f"step {step} ({FOLDERS[step]}, {launch.launcher}) ...", end=" ", flush=True)
         metrics, seconds, log, error = run_step(step, launch, step_flags, args.output_dir)
@@ -275,7 +276,7 @@ def main():
     for step in args.steps:
         if step not in results:
             rows.append((str(step), launches[step].launcher, "-", "-", "-", "-", "-", "-",
-                         "FAILED" if failed else "-"))
+                         "FAILED" if step in ran else "not run"))
             continue
         m = results[step]
         verdict = "-"
