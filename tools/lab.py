@@ -294,9 +294,8 @@ def symptoms(run, lesson):
         return found
     if run["losses"] != lesson["losses"] and run["predictions"] == lesson["predictions"] \
             and close(run["losses"], lesson["losses"]):
-        found.append(Symptom("float_order", "the same function: identical predictions, losses "
-                             f"equal to a relative {TOLERANCE:g} (only the order of float sums "
-                             "changed)"))
+        found.append(Symptom("float_order", "identical predictions, and losses within a "
+                             f"relative {TOLERANCE:g} of the lesson's, not equal"))
     elif run["losses"] != lesson["losses"]:
         first = next((i for i, (a, b) in enumerate(zip(run["losses"], lesson["losses"]))
                       if a != b), len(lesson["losses"]))
