@@ -1,13 +1,16 @@
 """Rebuild the embedded default from source and compare it with the committed files.
 
-    python tools/verify_embedded.py        (make verify-embedded: about 10 minutes on 2 cores)
+    python tools/verify_embedded.py        (make verify-embedded: about 18 minutes on 2 cores)
 
 1. the data: common/embedded_data/generate.py writes the three splits into a temporary folder;
 2. the checkpoint: common/embedded_checkpoint/pretrain.py builds it from that data, into
    another temporary folder;
 3. one line per file: the same bytes as the committed file, or not;
 4. step 1 fine-tunes both checkpoints, the rebuilt one and the committed one, with the
-   course's settings, and their accuracy and F1 are compared.
+   course's settings, and their accuracy and F1 are compared;
+5. two short pretrainings (100 steps), one of them started as if on another processor (the
+   caller asks for MKL's AVX2 path, PyTorch's generic kernels and 2 threads: the builder
+   must give the same bytes anyway, see its docstring), are compared.
 Exit code 1 if any file or result differs.
 """
 
@@ -47,6 +50,31 @@ def compare(built, committed, names):
     return same
 
 
+# what another processor, or a caller's settings, would change if the builder did not pin them
+ANOTHER_PROCESSOR = {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "default",
+                     "OMP_NUM_THREADS": "2"}
+
+
+def short_builds_agree(folder, data):
+    """Build 100 pretraining steps twice at once, the second as if on another processor;
+    print one line and return True if the two model.safetensors are the same bytes."""
+    outs = [folder / "short", folder / "short-another-processor"]
+    builds = [subprocess.Popen([sys.executable, "-m", "common.embedded_checkpoint.pretrain",
+                                "--steps", "100", "--out", out, "--data", data], cwd=REPO,
+                               env=dict(ENV, **extra), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+              for out, extra in zip(outs, [{}, ANOTHER_PROCESSOR])]
+    for build in builds:
+        _, err = build.communicate()
+        if build.returncode != 0:
+            sys.exit(f"error: a short pretraining failed:\n{err[-2000:]}")
+    equal = (outs[0] / "model.safetensors").read_bytes() == (outs[1] / "model.safetensors").read_bytes()
+    settings = " ".join(f"{k}={v}" for k, v in ANOTHER_PROCESSOR.items())
+    print(f"  {'same bytes' if equal else 'DIFFERENT '}  100 pretraining steps, as they are and "
+          f"started with {settings}", flush=True)
+    return equal
+
+
 def fine_tune(checkpoint, dataset, out):
     """Return step 1's metrics for a checkpoint fine-tuned with the course's settings."""
     run("step1_plain_loop/train.py", "--checkpoint", checkpoint, "--dataset", dataset,
@@ -62,8 +90,10 @@ def main():
     run("-m", "common.embedded_data.generate", "--out", data)
     same = compare(data, DATA, ["train.jsonl", "validation.jsonl", "test.jsonl"])
     print(f"  data generated in {time.perf_counter() - start:.0f} s; pretraining the "
-          "checkpoint from it (about 8 minutes) ...", flush=True)
-    run("-m", "common.embedded_checkpoint.pretrain", "--out", checkpoint, "--data", data)
+          "checkpoint from it (about 15 minutes) ...", flush=True)
+    built = run("-m", "common.embedded_checkpoint.pretrain", "--out", checkpoint, "--data", data)
+    kernels = next(line for line in built.stdout.splitlines() if "kernels: " in line)
+    print("  pretrained with kernels: " + kernels.split("kernels: ")[1], flush=True)
     same &= compare(checkpoint, CHECKPOINT, ["config.json", "model.safetensors",
                                              "tokenizer.json", "tokenizer_config.json"])
     rebuilt = fine_tune(checkpoint, data, folder / "fine-tuned-rebuilt")
@@ -72,7 +102,7 @@ def main():
     for name, m in (("rebuilt", rebuilt), ("committed", committed)):
         print(f"  fine-tuned by step 1 ({name}): accuracy {m['accuracy']:.4f}, f1 {m['f1']:.4f}, "
               f"{m['predictions'].count(0)} x 0 and {m['predictions'].count(1)} x 1 predicted")
-    ok = same and results_equal
+    ok = short_builds_agree(folder, data) & same & results_equal
     print(f"{'the same' if ok else 'NOT the same'}: rebuilt from source in "
           f"{time.perf_counter() - start:.0f} s")
     sys.exit(0 if ok else 1)

@@ -1,8 +1,9 @@
 """Build the embedded tiny BERT checkpoint: the files beside this one.
 
-Run:  python -m common.embedded_checkpoint.pretrain              (about 8 minutes, one core)
+Run:  python -m common.embedded_checkpoint.pretrain              (about 20 minutes, one core)
       python -m common.embedded_checkpoint.pretrain --out DIR    (into DIR instead)
       python -m common.embedded_checkpoint.pretrain --seed 1     (another pretraining seed)
+      python -m common.embedded_checkpoint.pretrain --steps 100  (a short one, to compare)
       make verify-embedded      (rebuilds data and checkpoint elsewhere and compares them)
 
 What it does, like a (very) small version of BERT's own recipe:
@@ -27,12 +28,22 @@ What it does, like a (very) small version of BERT's own recipe:
    AutoModelForSequenceClassification.from_pretrained(path, num_labels=2) load it like a hub
    checkpoint (the classification head is new, and transformers says so).
 
-The same bytes every time: the vocabulary is learned in a fixed order, every random draw
-comes from the seed, and the pretraining runs on one thread whatever the caller set (the
-sums of a matrix product split over threads are added in another order). Two builds in two
-processes, one of them with OMP_NUM_THREADS=2, gave byte-identical files; `make
-verify-embedded` rebuilds and compares. Three seeds fine-tuned by step 1 (the course's
-settings): 0.8382 (seed 0, the committed one), 0.8873 (seed 1), 0.8456 (seed 2).
+The same bytes every time, on any x86-64 machine with AVX2, Intel or AMD: the vocabulary is
+learned in a fixed order, every random draw comes from the seed, and the pretraining runs on
+one thread with the same CPU kernels whatever the machine offers. Which kernels run changes
+the weights: wider vectors add the floats of a sum in another order. Measured here (torch
+2.13.0, 100 pretraining steps, model.safetensors compared): PyTorch's own kernels for AVX512
+(an AVX512 machine's default) and for AVX2 (ATEN_CPU_CAPABILITY=avx2) give different
+weights, and so do MKL's matrix products on its AVX512 and AVX2 paths
+(MKL_ENABLE_INSTRUCTIONS=AVX2); and CI, on its machine, once rebuilt other bytes than those
+committed from another one (fine-tuned: 0.8260 instead of 0.8382). The builder therefore
+restarts itself with ATEN_CPU_CAPABILITY=avx2 (PyTorch's AVX2 kernels, which every such
+processor runs alike) and MKL_CBWR=COMPATIBLE (MKL's conditional numerical reproducibility
+on its one SSE2 path without approximate instructions, the setting Intel documents for the
+same results on Intel and Intel-compatible processors), whatever the caller set. It costs
+time (about 20 minutes instead of 10). `make verify-embedded` rebuilds and compares, and
+rebuilds a short pretraining as if on another processor too.
+Three seeds fine-tuned by step 1 (the course's settings): SEED_RESULTS.
 """
 
 import argparse
@@ -40,6 +51,7 @@ import json
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -57,6 +69,9 @@ VOCAB_SIZE = 2048
 MODEL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
              max_position_embeddings=160)
 PRETRAIN = dict(steps=3000, batch_size=32, lr=1e-3, warmup=0.06, seed=0)
+# the CPU kernels every build uses (see the docstring); torch reads them when it starts, so
+# main() restarts the builder with them set
+PINNED_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
 
 
 def train_sentences(data_dir=DATA_DIR):
@@ -269,6 +284,13 @@ def pretrain(model, tokenizer, sentences, seed):
 def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR):
     """Build the checkpoint into the folder out (config, weights, tokenizer files) from the
     train split in data_dir. Returns nothing; prints the pretraining's progress."""
+    # the same kernels on every machine (main() restarts the builder with them)
+    if (torch.backends.cpu.get_cpu_capability() != "AVX2"
+            or any(os.environ.get(k) != v for k, v in PINNED_KERNELS.items())):
+        sys.exit("error: the builder needs AVX2 kernels and " + " ".join(
+            f"{k}={v}" for k, v in PINNED_KERNELS.items()) + "; run it as python -m "
+            "common.embedded_checkpoint.pretrain, which sets them (this CPU offers "
+            f"{torch.backends.cpu.get_cpu_capability()})")
     # one thread, whatever the caller set: a sum of floats split over threads is added in
     # another order, so only one thread gives the same weights, bit for bit, on every run
     torch.set_num_threads(1)
@@ -279,7 +301,9 @@ def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR):
     model = BertForPreTraining(config)
     init_word_matching_head(model, seed=seed)
     print(f"tokenizer: {len(tokenizer)} tokens; model: "
-          f"{sum(p.numel() for p in model.bert.parameters()) / 1e6:.2f} M encoder parameters")
+          f"{sum(p.numel() for p in model.bert.parameters()) / 1e6:.2f} M encoder parameters; "
+          f"kernels: PyTorch {torch.backends.cpu.get_cpu_capability()}, "
+          f"MKL_CBWR={os.environ['MKL_CBWR']}, {torch.get_num_threads()} thread")
     pretrain(model, tokenizer, sentences, seed)
     # save into a fresh folder, then move each file into place: an interrupted build leaves
     # the old files whole (and this builder, which lives in the same folder, untouched)
@@ -297,6 +321,10 @@ def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR):
 
 
 def main():
+    if any(os.environ.get(k) != v for k, v in PINNED_KERNELS.items()):
+        itself = ["-m", __spec__.name] if __spec__ else [sys.argv[0]]
+        os.execve(sys.executable, [sys.executable, *itself, *sys.argv[1:]],
+                  {**os.environ, **PINNED_KERNELS})
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=CHECKPOINT_DIR,
                         help="the folder to write (default: this file's own folder)")
@@ -305,7 +333,11 @@ def main():
                              "checkpoint's)")
     parser.add_argument("--data", type=Path, default=DATA_DIR,
                         help="the folder of the embedded data (default: common/embedded_data)")
+    parser.add_argument("--steps", type=int, default=PRETRAIN["steps"],
+                        help=f"pretraining steps (default: {PRETRAIN['steps']}; fewer for a quick "
+                             "check that two machines build the same bytes)")
     args = parser.parse_args()
+    PRETRAIN["steps"] = args.steps
     build(args.out, args.seed, args.data)
 
 
