@@ -54,3 +54,18 @@ def test_a_folder_without_config_is_refused_with_one_line(tmp_path):
         resolve_checkpoint(str(tmp_path))
     assert str(exit_info.value).startswith("error: checkpoint folder")
     assert "save_pretrained" in str(exit_info.value)
+
+
+def test_the_builder_refuses_to_build_on_kernels_it_did_not_pin(tmp_path, monkeypatch):
+    # torch reads ATEN_CPU_CAPABILITY when it starts and MKL reads MKL_CBWR at its first call,
+    # so a build inside a process started without them (this one) would run this machine's
+    # own kernels and give other bytes: build() refuses, and main() restarts itself with them
+    from common.embedded_checkpoint import pretrain
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        pretrain.build(tmp_path / "out")
+    message = str(exit_info.value)
+    assert message.startswith("error: the builder needs AVX2 kernels and "
+                              "ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=COMPATIBLE")
+    assert "python -m common.embedded_checkpoint.pretrain" in message
+    assert not (tmp_path / "out").exists()  # nothing written
