@@ -1,6 +1,6 @@
 """Rebuild the embedded default from source and compare it with the committed files.
 
-    python tools/verify_embedded.py        (make verify-embedded: about 18 minutes on 2 cores)
+    python tools/verify_embedded.py        (make verify-embedded: about 25 minutes on 2 cores)
 
 1. the data: common/embedded_data/generate.py writes the three splits into a temporary folder;
 2. the checkpoint: common/embedded_checkpoint/pretrain.py builds it from that data, into
