@@ -90,7 +90,7 @@ def main():
     run("-m", "common.embedded_data.generate", "--out", data)
     same = compare(data, DATA, ["train.jsonl", "validation.jsonl", "test.jsonl"])
     print(f"  data generated in {time.perf_counter() - start:.0f} s; pretraining the "
-          "checkpoint from it (about 15 minutes) ...", flush=True)
+          "checkpoint from it (about 20 minutes) ...", flush=True)
     built = run("-m", "common.embedded_checkpoint.pretrain", "--out", checkpoint, "--data", data)
     kernels = next(line for line in built.stdout.splitlines() if "kernels: " in line)
     print("  pretrained with kernels: " + kernels.split("kernels: ")[1], flush=True)
