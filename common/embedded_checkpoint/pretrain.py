@@ -283,12 +283,16 @@ def pretrain(model, tokenizer, sentences, seed):
                   f"token acc {tok_acc.item():.2f}  {time.time() - start:.0f}s", flush=True)
 
 
+def kernels_pinned():
+    """Return True if this process was started with the PINNED_KERNELS settings."""
+    return all(os.environ.get(k) == v for k, v in PINNED_KERNELS.items())
+
+
 def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR):
     """Build the checkpoint into the folder out (config, weights, tokenizer files) from the
     train split in data_dir. Returns nothing; prints the pretraining's progress."""
     # the same kernels on every machine (main() restarts the builder with them)
-    if (torch.backends.cpu.get_cpu_capability() != "AVX2"
-            or any(os.environ.get(k) != v for k, v in PINNED_KERNELS.items())):
+    if torch.backends.cpu.get_cpu_capability() != "AVX2" or not kernels_pinned():
         sys.exit("error: the builder needs AVX2 kernels and " + " ".join(
             f"{k}={v}" for k, v in PINNED_KERNELS.items()) + "; run it as python -m "
             "common.embedded_checkpoint.pretrain, which sets them (this CPU offers "
@@ -323,7 +327,7 @@ def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR):
 
 
 def main():
-    if any(os.environ.get(k) != v for k, v in PINNED_KERNELS.items()):
+    if not kernels_pinned():
         itself = ["-m", __spec__.name] if __spec__ else [sys.argv[0]]
         os.execve(sys.executable, [sys.executable, *itself, *sys.argv[1:]],
                   {**os.environ, **PINNED_KERNELS})
