@@ -238,13 +238,13 @@ def init_word_matching_head(model, scale=1.5, seed=0):
             projection.bias[:head] = 0.0
 
 
-def pretrain(model, tokenizer, sentences, seed):
+def pretrain(model, tokenizer, sentences, seed, steps=PRETRAIN["steps"]):
     """Pretrain in place: masked LM on single sentences, plus the pair objective (the pair
     head on [CLS] and a token head that is thrown away afterwards, as ELECTRA's is)."""
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     token_head = torch.nn.Linear(model.config.hidden_size, 1)
-    steps, bs = PRETRAIN["steps"], PRETRAIN["batch_size"]
+    bs = PRETRAIN["batch_size"]
     parameters = list(model.parameters()) + list(token_head.parameters())
     optimizer = torch.optim.AdamW(parameters, lr=PRETRAIN["lr"], weight_decay=0.01)
     scheduler = get_scheduler("linear", optimizer, int(PRETRAIN["warmup"] * steps), steps)
@@ -288,7 +288,7 @@ def kernels_pinned():
     return all(os.environ.get(k) == v for k, v in PINNED_KERNELS.items())
 
 
-def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR):
+def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR, steps=PRETRAIN["steps"]):
     """Build the checkpoint into the folder out (config, weights, tokenizer files) from the
     train split in data_dir. Returns nothing; prints the pretraining's progress."""
     # the same kernels on every machine (main() restarts the builder with them)
@@ -310,7 +310,7 @@ def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR):
           f"{sum(p.numel() for p in model.bert.parameters()) / 1e6:.2f} M encoder parameters; "
           f"kernels: PyTorch {torch.backends.cpu.get_cpu_capability()}, "
           f"MKL_CBWR={os.environ['MKL_CBWR']}, {torch.get_num_threads()} thread")
-    pretrain(model, tokenizer, sentences, seed)
+    pretrain(model, tokenizer, sentences, seed, steps)
     # save into a fresh folder, then move each file into place: an interrupted build leaves
     # the old files whole (and this builder, which lives in the same folder, untouched)
     out = Path(out)
@@ -343,8 +343,7 @@ def main():
                         help=f"pretraining steps (default: {PRETRAIN['steps']}; fewer for a quick "
                              "check that two machines build the same bytes)")
     args = parser.parse_args()
-    PRETRAIN["steps"] = args.steps
-    build(args.out, args.seed, args.data)
+    build(args.out, args.seed, args.data, args.steps)
 
 
 if __name__ == "__main__":
