@@ -134,7 +134,8 @@ def check_mrpc(raw, what, locate=None):
     checked = {}
     for split in NEEDED_SPLITS:
         data = raw[split]
-        ids = data["idx"] if "idx" in data.column_names else None
+        # whole columns as lists ([:]): iterating over a column reads it row by row, slowly
+        ids = data["idx"][:] if "idx" in data.column_names else None
 
         def where(row):
             if locate:
@@ -142,14 +143,15 @@ def check_mrpc(raw, what, locate=None):
             return f"row with idx {ids[row]}" if ids is not None else f"row {row + 1}"
 
         for column in ("sentence1", "sentence2"):
-            for row, text in enumerate(data[column]):
+            for row, text in enumerate(data[column][:]):
                 if not isinstance(text, str) or not text.strip():
                     problem = "is empty" if isinstance(text, str) or text is None else \
                         f"is {text!r}, not text"
                     fail(f"{what}: {split} split, {where(row)}: {column} {problem}; every pair "
                          "needs two sentences")
-        labels = [label_value(value) for value in data["label"]]
-        for row, (value, label) in enumerate(zip(data["label"], labels)):
+        values = data["label"][:]
+        labels = [label_value(value) for value in values]
+        for row, (value, label) in enumerate(zip(values, labels)):
             if label is None:
                 fail(f"{what}: {split} split, {where(row)}: label {value!r} is not 0 or 1 (MRPC's "
                      "labels: 1 = paraphrase, 0 = not); write every label as 0 or 1")

@@ -85,8 +85,11 @@ class LabRuns:
     the grid of sizes and step 4's reference), and what grading needs besides
     (tools/check.py: step 2 on 1 process beside step 1 and step 3). Short runs: lab.SHORT_RUN."""
 
-    def __init__(self, step, folder, step3_reference=None):
+    def __init__(self, step, folder, step3_reference=None, selected=(1, 2, 3, 4)):
         self.step, self.folder, self.step3_reference = step, folder, step3_reference
+        # selected: the steps whose tests this session runs (all, or the one of make test
+        # STEP=N); a run only another step's tests read is made only when they run
+        self.selected = selected
         self.extra = {}
         if step > 1:
             path = folder / "exercise" / "train.py"
@@ -95,7 +98,8 @@ class LabRuns:
             self.extra["exercise"] = path
         if step == 3:  # in the same launch: the grid of sizes, and step 4's reference
             self.extra["grid"] = (GRID, {"ACCELERATE_USE_CPU": "1"}, ["--processes", "2"])
-            self.extra["lesson without dropout"] = (STEPS[3], {}, lab.step4_flags(folder))
+            if 4 in selected:
+                self.extra["lesson without dropout"] = (STEPS[3], {}, lab.step4_flags(folder))
         self.scripts = {**lab.variant_scripts(step, folder=folder), "exercise": self.extra.get("exercise")}
         del self.scripts["lesson"]
         if step == 1:
@@ -115,8 +119,10 @@ class LabRuns:
 
     @functools.cached_property
     def one(self):
-        """Step 2's one-process launch: step 1, step 2, its variants and exercise, and step 3."""
-        return check.one_process_runs({**self.scripts, "step3": STEPS[3]}, self.folder)
+        """Step 2's one-process launch: step 1, step 2, its variants and exercise (when step 2's
+        own tests run: they grade them), and step 3."""
+        candidates = self.scripts if 2 in self.selected else {}
+        return check.one_process_runs({**candidates, "step3": STEPS[3]}, self.folder)
 
     @functools.cached_property
     def runs(self):
@@ -132,15 +138,29 @@ class LabRuns:
         return self.measured[name]
 
 
+def selected_steps(session):
+    """Return the steps whose lesson tests the session runs: all four, unless it runs one
+    lesson's alone (pytest -m stepN, as make test STEP=N does)."""
+    steps = {step for item in session.items for step in (1, 2, 3, 4)
+             if item.get_closest_marker(f"step{step}")}
+    return tuple(sorted(steps)) if len(steps) == 1 else (1, 2, 3, 4)
+
+
 @pytest.fixture(scope="session")
-def lab_runs(tmp_path_factory):
+def lab_runs(tmp_path_factory, request):
     """lab_runs(step) -> LabRuns of that step, made once per session."""
     made = {}
+    selected = selected_steps(request.session)
+
+    def step3_reference():
+        """Step 4's reference (step 3 with dropout off), from step 3's lab launch when that
+        launch runs in this session anyway; else None: check.runs_for then runs it alone."""
+        return get(3)["lesson without dropout"] if 3 in selected else None
 
     def get(step):
         if step not in made:
-            reference = (lambda: get(3)["lesson without dropout"]) if step == 4 else None
-            made[step] = LabRuns(step, tmp_path_factory.mktemp(f"lab_step{step}"), reference)
+            made[step] = LabRuns(step, tmp_path_factory.mktemp(f"lab_step{step}"),
+                                 step3_reference if step == 4 else None, selected)
         return made[step]
 
     return get

@@ -71,16 +71,23 @@ def fingerprint(model):
     return digest.hexdigest()[:12]
 
 
+REFERENCE_LOADERS = {}  # the plain validation dataloaders, made once per launch and setting
+
+
 def evaluate_alone(model, args):
     """Return the predictions of the model for the whole validation split, computed by this
     process alone on a plain dataloader (the reference for a distributed evaluation)."""
     from common.checkpoint import load_tokenizer
     from common.data import get_dataloaders, load_mrpc
 
-    tokenizer = load_tokenizer(model.name_or_path)
-    with contextlib.redirect_stdout(io.StringIO()):  # its data notes are not the run's output
-        raw = load_mrpc(args.dataset)
-    _, loader = get_dataloaders(raw, tokenizer, args.train_batch_size, args.eval_batch_size)
+    key = (model.name_or_path, str(args.dataset), args.train_batch_size, args.eval_batch_size)
+    if key not in REFERENCE_LOADERS:  # the runs of a launch share data and checkpoint
+        tokenizer = load_tokenizer(model.name_or_path)
+        with contextlib.redirect_stdout(io.StringIO()):  # its data notes are not the run's output
+            raw = load_mrpc(args.dataset)
+        REFERENCE_LOADERS[key] = get_dataloaders(raw, tokenizer, args.train_batch_size,
+                                                 args.eval_batch_size)[1]
+    loader = REFERENCE_LOADERS[key]
     was_training = model.training
     model.eval()
     predictions = []
