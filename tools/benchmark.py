@@ -1,14 +1,16 @@
 """Measure the course's targets in one run and print them as a table (Markdown).
 
     python tools/benchmark.py               (about 3 minutes on 2 CPU cores)
-    python tools/benchmark.py --with-tests  (also times the whole test suite)
+    python tools/benchmark.py --with-tests  (also times the whole test suite, and each
+                                             lesson's tests alone: make test STEP=N)
 
 Targets: the default runs of step 1 and step 2 (3 epochs, 1,377 optimizer steps) each in
 under 60 s; step 2 / step 1 training time <= 1.05; the model learns (both classes predicted,
 falling loss, validation accuracy >= 0.80, >= majority + 0.10, above a word-overlap
 baseline); step 3's default run on 2 processes in under 60 s, and its evaluation on 2
 processes against 1; the notebook's default run (2 processes) in under 90 s; the cost of
-fixed-length padding on the CPU (step 4 against step 3); the test suite in under 5 minutes.
+fixed-length padding on the CPU (step 4 against step 3); the test suite in under 5 minutes,
+and each lesson's tests alone in under 90 s.
 
 Timing on a shared machine is noisy, so each step runs --repeats times in alternating order
 (1 2 2 1 ...) and the fastest run of each counts. The machine is printed with the table.
@@ -135,6 +137,10 @@ def main():
     if args.with_tests:
         seconds, _ = run([sys.executable, "-m", "pytest", "-q"])
         rows.append(("whole test suite", f"{seconds:.0f} s", "< 300 s", seconds < 300))
+        for step in (1, 2, 3, 4):  # what make test STEP=N runs, for a class
+            seconds, _ = run([sys.executable, "-m", "pytest", "-q", "-m", f"step{step}"])
+            rows.append((f"lesson {step}'s tests alone (`make test STEP={step}`)",
+                         f"{seconds:.0f} s", "< 90 s", seconds < 90))
 
     print(f"Machine: {run_course.describe_machine()}\n")
     table(rows)
