@@ -82,8 +82,9 @@ def checkpoint_without_dropout(tmp_path_factory):
 class LabRuns:
     """The lab's runs of one step, each launch made when a test first needs it: the step and
     its what-if variants in one launch (with the step's exercise beside them, and for step 3
-    the grid of sizes and step 4's reference), and what grading needs besides
-    (tools/check.py: step 2 on 1 process beside step 1 and step 3). Short runs: lab.SHORT_RUN."""
+    the grid of sizes, and step 4's reference when step 4's tests run too), and what grading
+    needs besides (tools/check.py: step 2 on 1 process beside step 1 and step 3; its variants
+    and exercise only when step 2's tests run). Short runs: lab.SHORT_RUN."""
 
     def __init__(self, step, folder, step3_reference=None, selected=(1, 2, 3, 4)):
         self.step, self.folder, self.step3_reference = step, folder, step3_reference
