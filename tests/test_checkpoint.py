@@ -69,3 +69,39 @@ def test_the_builder_refuses_to_build_on_kernels_it_did_not_pin(tmp_path, monkey
                               "ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=COMPATIBLE")
     assert "python -m common.embedded_checkpoint.pretrain" in message
     assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_the_pair_objective_restates_a_sentence_by_one_part_between_commas():
+    # "the same" in the pair objective is A itself or A with one detail less or more, as
+    # MRPC's paraphrases often are: the shortest part after the first comma dropped, or the
+    # shortest such part of another sentence added, never one A already has
+    import random
+    from common.embedded_checkpoint.pretrain import corrupt, restate, train_sentences
+    sentence = "Acme will buy Beta for $5 billion, the company said, a record."
+    donor = "Police arrested a man, one of 30 cases this year."
+    rng = random.Random(0)
+    told = {" ".join(restate(sentence, [donor], rng)) for _ in range(100)}
+    assert told == {"Acme will buy Beta for $5 billion, the company said.",
+                    "Acme will buy Beta for $5 billion, the company said, a record, "
+                    "one of 30 cases this year."}
+    # nothing to drop or add: the sentence itself; a part it already has is not added again
+    assert restate("Acme will buy Beta.", ["Beta rose."], rng) == "Acme will buy Beta.".split()
+    told = {" ".join(restate(donor, [donor], rng)) for _ in range(100)}
+    assert told == {"Police arrested a man.", donor}
+
+    # in corrupt(), both count as "the same" (0); every other B that differs from A is 1
+    sentences = train_sentences()
+    firsts = random.Random(1).sample(sentences, 500)
+    restated = 0
+    rng = random.Random(2)
+    for a in firsts:
+        words, different = corrupt(a, sentences, rng)
+        if different == 0 and words != a.split():
+            restated += 1
+            a_parts, b_parts = a.rstrip(".").split(", "), " ".join(words).rstrip(".").split(", ")
+            assert abs(len(a_parts) - len(b_parts)) == 1
+        elif words != a.split():
+            assert different == 1
+    # a restated B is drawn for 15 % of the pairs (one draw in [0.2, 0.35)); a few of those
+    # come out as A itself (a sentence without commas whose 50 donors offer no new part)
+    assert 40 <= restated <= 110
