@@ -9,7 +9,7 @@ from transformers import AutoTokenizer
 from common.cli import fail
 from common.hub import hub_out_of_reach
 
-EMBEDDED_CHECKPOINT = Path(__file__).resolve().parent / "embedded_checkpoint"
+EMBEDDED_CHECKPOINT = Path(__file__).resolve().parent / "embedded" / "checkpoint"
 WEIGHT_FILES = {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json"}
 TOKENIZER_FILES = {"tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model",

@@ -14,7 +14,7 @@ from transformers import DataCollatorWithPadding
 from common.cli import check_dataset_name, fail
 from common.hub import hub_out_of_reach
 
-EMBEDDED_DATA = Path(__file__).resolve().parent / "embedded_data"
+EMBEDDED_DATA = Path(__file__).resolve().parent / "embedded" / "data"
 MRPC_COLUMNS = ("sentence1", "sentence2", "label")
 NEEDED_SPLITS = ("train", "validation")
 # GLUE's own MRPC download (GLUE's download script, the original BERT repository)
@@ -30,7 +30,7 @@ def load_mrpc(name):
     validation and the columns sentence1, sentence2 (non-empty text) and label (0 or 1,
     1 = paraphrase), maybe idx.
 
-    name: 'embedded' (common/embedded_data), 'glue' (the hub's nyu-mll/glue, config mrpc), or
+    name: 'embedded' (common/embedded/data), 'glue' (the hub's nyu-mll/glue, config mrpc), or
     a local folder: train.* and validation.* files (csv, json/jsonl or parquet) with those
     columns, or GLUE's own MRPC files (train.tsv, dev.tsv, optionally test.tsv). Every row of
     train and validation is checked before anything is tokenized; exits with one error line

@@ -9,14 +9,14 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from common.checkpoint import EMBEDDED_CHECKPOINT, resolve_checkpoint
 
 
-def test_files_are_what_save_pretrained_writes():
+def test_the_folder_holds_what_save_pretrained_writes_and_nothing_else():
     names = {p.name for p in EMBEDDED_CHECKPOINT.iterdir()}
-    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= names
+    assert names == {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
 
 
 def test_loads_from_a_copied_folder_with_a_new_classification_head(tmp_path, caplog):
     folder = tmp_path / "my-bert"
-    shutil.copytree(EMBEDDED_CHECKPOINT, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    shutil.copytree(EMBEDDED_CHECKPOINT, folder)
     assert resolve_checkpoint(str(folder)) == str(folder.resolve())
 
     # transformers' usual load report, as a user sees it, names the new head as missing
@@ -60,14 +60,14 @@ def test_the_builder_refuses_to_build_on_kernels_it_did_not_pin(tmp_path, monkey
     # torch reads ATEN_CPU_CAPABILITY when it starts and MKL reads MKL_CBWR at its first call,
     # so a build inside a process started without them (this one) would run this machine's
     # own kernels and give other bytes: build() refuses, and main() restarts itself with them
-    from common.embedded_checkpoint import pretrain
+    from common.embedded import build_checkpoint
     monkeypatch.delenv("MKL_CBWR", raising=False)
     with pytest.raises(SystemExit) as exit_info:
-        pretrain.build(tmp_path / "out")
+        build_checkpoint.build(tmp_path / "out")
     message = str(exit_info.value)
-    assert message.startswith("error: the builder needs AVX2 kernels and "
-                              "ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=COMPATIBLE")
-    assert "python -m common.embedded_checkpoint.pretrain" in message
+    assert message.startswith("error: the builder needs ATEN_CPU_CAPABILITY=avx2 "
+                              "MKL_CBWR=COMPATIBLE set before it starts")
+    assert "python -m common.embedded.build_checkpoint" in message
     assert not (tmp_path / "out").exists()  # nothing written
 
 
@@ -76,7 +76,7 @@ def test_the_pair_objective_restates_a_sentence_by_one_part_between_commas():
     # MRPC's paraphrases often are: the shortest part after the first comma dropped, or the
     # shortest such part of another sentence added, never one A already has
     import random
-    from common.embedded_checkpoint.pretrain import clauses, corrupt, restate, train_sentences
+    from common.embedded.build_checkpoint import clauses, corrupt, restate, train_sentences
     sentence = "Acme will buy Beta for $5 billion, the company said, a record."
     donor = "Police arrested a man, one of 30 cases this year."
     rng = random.Random(0)

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from common.embedded_data.generate import DATA_DIR, as_jsonl, generate
+from common.embedded.build_data import DATA_DIR, as_jsonl, generate
 
 EXPECTED = {"train": (3668, 2474), "validation": (408, 279), "test": (1725, 1147)}
 

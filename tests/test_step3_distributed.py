@@ -55,7 +55,7 @@ def check_two_or_three(run, run_folder, n):
     # the same weights evaluated by one process, unsharded: same predictions, bit for bit
     assert run["predictions"] == run["alone_predictions"]
     labels = [json.loads(line)["label"] for line in
-              (REPO / "common" / "embedded_data" / "validation.jsonl").read_text().splitlines()]
+              (REPO / "common" / "embedded" / "data" / "validation.jsonl").read_text().splitlines()]
     correct = sum(p == y for p, y in zip(run["alone_predictions"], labels))
     assert run["accuracy"][0] == round(correct / VALIDATION_SIZE, 4)
     # what a student sees: the state of process 0, and the counts, from one process only

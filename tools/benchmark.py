@@ -94,7 +94,7 @@ def main():
     print(f"  step 3: {wall3:.1f} s wall; notebook: {wall4:.1f} s", file=sys.stderr)
 
     from common.data import load_mrpc
-    from common.embedded_data.generate import generate
+    from common.embedded.build_data import generate
 
     base = baselines(load_mrpc("embedded"))
     m1, m2 = metrics[1], metrics[2]

@@ -343,7 +343,7 @@ def checkpoint_without_dropout(folder):
     from common.checkpoint import EMBEDDED_CHECKPOINT
     target = Path(folder) / "bert-without-dropout"
     if not target.exists():
-        shutil.copytree(EMBEDDED_CHECKPOINT, target, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+        shutil.copytree(EMBEDDED_CHECKPOINT, target)
         config = json.loads((target / "config.json").read_text())
         config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                       classifier_dropout=0.0)

@@ -1,9 +1,9 @@
-"""Build the embedded tiny BERT checkpoint: the files beside this one.
+"""Build the embedded tiny BERT checkpoint: common/embedded/checkpoint/.
 
-Run:  python -m common.embedded_checkpoint.pretrain              (about 20 minutes, one core)
-      python -m common.embedded_checkpoint.pretrain --out DIR    (into DIR instead)
-      python -m common.embedded_checkpoint.pretrain --seed 2     (another pretraining seed)
-      python -m common.embedded_checkpoint.pretrain --steps 100  (a short one, to compare)
+Run:  python -m common.embedded.build_checkpoint              (about 15 minutes, one core)
+      python -m common.embedded.build_checkpoint --out DIR    (into DIR instead)
+      python -m common.embedded.build_checkpoint --seed 2     (another pretraining seed)
+      python -m common.embedded.build_checkpoint --steps 20   (a short one, to compare)
       make verify-embedded      (rebuilds data and checkpoint elsewhere and compares them)
 
 What it does, like a (very) small version of BERT's own recipe:
@@ -14,42 +14,26 @@ What it does, like a (very) small version of BERT's own recipe:
    masked-language-model head and a two-way pair head);
 3. pretrains it on the train split's sentences only, never its labels, with two
    self-supervised objectives:
-   - masked language modelling (15 % of the tokens, BERT's 80/10/10 rule), which teaches it
-     which words play the same part in a sentence (names, numbers, synonyms);
+   - masked language modelling (15 % of the tokens, BERT's 80/10/10 rule);
    - a pair objective in the spirit of BERT's next-sentence prediction: does sentence B say
      the same as A (A itself, or A told with one detail less or more), or is it A with a word
-     replaced (at random, or by the word at the same place of a similar sentence), two words
-     swapped, a "not" inserted, or another sentence altogether? And, for every token, does
-     its word occur in the other sentence (a loss weighted 3 times)? This teaches the encoder
-     to compare the two segments word by word, which fine-tuning on paraphrases needs and
-     which a 2-layer model does not discover on its own from 3,668 labelled pairs (see
-     init_word_matching_head for the one shortcut taken);
-4. saves model and tokenizer with save_pretrained (safetensors), so that
-   AutoTokenizer.from_pretrained(path) and
-   AutoModelForSequenceClassification.from_pretrained(path, num_labels=2) load it like a hub
-   checkpoint (the classification head is new, and transformers says so).
+     replaced, two words swapped, a "not" inserted, or another sentence altogether? And, for
+     every token, does its word occur in the other sentence (a loss weighted 3 times)? A
+     2-layer model does not learn to compare two segments word by word from 3,668 labelled
+     pairs alone (see init_word_matching_head for the one shortcut taken);
+4. saves model and tokenizer with save_pretrained (safetensors), so that they load like a hub
+   checkpoint, and writes the build's trace (common/embedded/trace.py) beside the folder.
 
-The same bytes every time, on any x86-64 machine with AVX2, Intel or AMD: the vocabulary is
-learned in a fixed order, every random draw comes from the seed, and the pretraining runs on
-one thread with the same CPU kernels whatever the machine offers. Which kernels run changes
-the weights: wider vectors add the floats of a sum in another order. Measured here (torch
-2.13.0, 100 pretraining steps, model.safetensors compared): PyTorch's own kernels for AVX512
-(an AVX512 machine's default) and for AVX2 (ATEN_CPU_CAPABILITY=avx2) give different
-weights, and so do MKL's matrix products on its AVX512 and AVX2 paths
-(MKL_ENABLE_INSTRUCTIONS=AVX2); and CI, on its machine, once rebuilt other bytes than those
-committed from another one (fine-tuned: 0.8260 instead of 0.8382). The builder therefore
-restarts itself with ATEN_CPU_CAPABILITY=avx2 (PyTorch's AVX2 kernels, which every such
-processor runs alike) and MKL_CBWR=COMPATIBLE (MKL's conditional numerical reproducibility
-on its one SSE2 path without approximate instructions, the setting Intel documents for the
-same results on Intel and Intel-compatible processors), whatever the caller set. It costs
-time (about 20 minutes instead of 10). `make verify-embedded` rebuilds and compares, and
-rebuilds a short pretraining as if on another processor too.
-Pretraining seeds fine-tuned by step 1 (the course's settings, one thread): 0.8775 (seed 0),
-0.8848 (seed 1, the committed one), 0.8922 (seed 2), both classes predicted each time; the
-recipes tried before this one, and how each seed fared, are in docs/embedded-default.md.
+The same bytes every time: the vocabulary is learned in a fixed order, every random draw
+comes from the seed, and the pretraining runs on one thread with kernels that do not depend
+on the processor: PyTorch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2, set before torch starts:
+main() restarts the builder with it), MKL on its processor-independent path
+(MKL_CBWR=COMPATIBLE), and oneDNN off (it picks its kernels by the processor's vector width).
+docs/embedded-default.md says what was measured and on which processors.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -64,9 +48,11 @@ import torch
 from tokenizers import normalizers, pre_tokenizers
 from transformers import BertConfig, BertForPreTraining, BertTokenizer, get_scheduler, set_seed
 
-from common.embedded_data.generate import DATA_DIR
+from common.embedded.build_data import DATA_DIR
+from common.embedded.trace import OP_STEPS, TRACE_FILE, OpRecorder, digest, processor
+from common.embedded.trace import save as save_trace
 
-CHECKPOINT_DIR = Path(__file__).resolve().parent
+CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoint"
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 VOCAB_SIZE = 2048
 MODEL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
@@ -268,9 +254,11 @@ def init_word_matching_head(model, scale=1.5, seed=0):
             projection.bias[:head] = 0.0
 
 
-def pretrain(model, tokenizer, sentences, seed, steps=PRETRAIN["steps"]):
+def pretrain(model, tokenizer, sentences, seed, steps=PRETRAIN["steps"], trace=None):
     """Pretrain in place: masked LM on single sentences, plus the pair objective (the pair
-    head on [CLS] and a token head that is thrown away afterwards, as ELECTRA's is)."""
+    head on [CLS] and a token head that is thrown away afterwards, as ELECTRA's is).
+    trace: a dict that gets the build's trace (common/embedded/trace.py): the hashed
+    operations of the first OP_STEPS steps and the parameters' hash after every step."""
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     token_head = torch.nn.Linear(model.config.hidden_size, 1)
@@ -279,8 +267,13 @@ def pretrain(model, tokenizer, sentences, seed, steps=PRETRAIN["steps"]):
     optimizer = torch.optim.AdamW(parameters, lr=PRETRAIN["lr"], weight_decay=0.01)
     scheduler = get_scheduler("linear", optimizer, int(PRETRAIN["warmup"] * steps), steps)
     model.train()
+    if trace is not None:
+        trace.update(ops=[], steps=[digest(parameters)])
     start = time.time()
     for step in range(1, steps + 1):
+        recorder = OpRecorder(model) if trace is not None and step <= OP_STEPS else None
+        if recorder:
+            recorder.__enter__()
         # masked language modelling on single sentences
         single = tokenizer(rng.sample(sentences, bs), padding=True, return_tensors="pt",
                            return_special_tokens_mask=True)
@@ -302,11 +295,21 @@ def pretrain(model, tokenizer, sentences, seed, steps=PRETRAIN["steps"]):
             token_logits[counted], token_labels[counted])
         # the token loss weighted 3 times: with less, some seeds find the word matching late
         # and fine-tune poorly (docs/embedded-default.md)
+        if recorder:
+            recorder.phase = "backward"
         (mlm_loss + pair_loss + PRETRAIN["token_weight"] * token_loss).backward()
+        if recorder:
+            recorder.phase = "optimizer"
         torch.nn.utils.clip_grad_norm_(parameters, 1.0)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad()
+        if recorder:
+            recorder.__exit__(None, None, None)
+            recorder.remove_hooks()
+            trace["ops"].append(recorder.ops)
+        if trace is not None:
+            trace["steps"].append(digest(parameters))
         if step % 250 == 0 or step == steps:
             acc = (pair.seq_relationship_logits.argmax(-1) == different).float().mean()
             tok_acc = ((token_logits[counted] > 0).float() == token_labels[counted]).float().mean()
@@ -315,23 +318,32 @@ def pretrain(model, tokenizer, sentences, seed, steps=PRETRAIN["steps"]):
                   f"token acc {tok_acc.item():.2f}  {time.time() - start:.0f}s", flush=True)
 
 
-def kernels_pinned():
-    """Return True if this process was started with the PINNED_KERNELS settings."""
-    return all(os.environ.get(k) == v for k, v in PINNED_KERNELS.items())
+def kernels_in_force(kernels):
+    """Return True if this process was started with the settings of the dict kernels."""
+    return all(os.environ.get(k) == v for k, v in kernels.items())
 
 
-def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR, steps=PRETRAIN["steps"]):
+def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR, steps=PRETRAIN["steps"],
+          kernels=PINNED_KERNELS, trace_file=None):
     """Build the checkpoint into the folder out (config, weights, tokenizer files) from the
-    train split in data_dir. Returns nothing; prints the pretraining's progress."""
+    train split in data_dir, with the kernel settings kernels (which must be in force: main()
+    restarts the builder with them). Writes the build's trace (common/embedded/trace.py) to
+    trace_file, when one is given. Prints the pretraining's progress."""
     # the same kernels on every machine (main() restarts the builder with them)
-    if torch.backends.cpu.get_cpu_capability() != "AVX2" or not kernels_pinned():
-        sys.exit("error: the builder needs AVX2 kernels and " + " ".join(
-            f"{k}={v}" for k, v in PINNED_KERNELS.items()) + "; run it as python -m "
-            "common.embedded_checkpoint.pretrain, which sets them (this CPU offers "
+    wants_avx2 = kernels.get("ATEN_CPU_CAPABILITY") == "avx2"
+    if not kernels_in_force(kernels) or (
+            wants_avx2 and torch.backends.cpu.get_cpu_capability() != "AVX2"):
+        sys.exit("error: the builder needs " + " ".join(
+            f"{k}={v}" for k, v in kernels.items()) + " set before it starts; run it as "
+            "python -m common.embedded.build_checkpoint, which sets them (this CPU offers "
             f"{torch.backends.cpu.get_cpu_capability()})")
     # one thread, whatever the caller set: a sum of floats split over threads is added in
     # another order, so only one thread gives the same weights, bit for bit, on every run
     torch.set_num_threads(1)
+    # oneDNN off: it picks its own kernels by the processor's vector width (GELU's forward
+    # ran on its AVX512 kernel on an AVX512 machine, whatever ATEN_CPU_CAPABILITY says);
+    # without it, GELU runs PyTorch's own kernel, which the pin above fixes
+    torch.backends.mkldnn.enabled = False
     set_seed(seed)
     sentences = train_sentences(data_dir)
     tokenizer = build_tokenizer(sentences)
@@ -341,10 +353,12 @@ def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR, steps=PRETRAIN["steps"]
     print(f"tokenizer: {len(tokenizer)} tokens; model: "
           f"{sum(p.numel() for p in model.bert.parameters()) / 1e6:.2f} M encoder parameters; "
           f"kernels: PyTorch {torch.backends.cpu.get_cpu_capability()}, "
-          f"MKL_CBWR={os.environ['MKL_CBWR']}, {torch.get_num_threads()} thread")
-    pretrain(model, tokenizer, sentences, seed, steps)
+          + ", ".join(f"{k}={v}" for k, v in kernels.items() if k != "ATEN_CPU_CAPABILITY")
+          + f", {torch.get_num_threads()} thread")
+    trace = {"processor": processor(), "kernels": kernels} if trace_file else None
+    pretrain(model, tokenizer, sentences, seed, steps, trace)
     # save into a fresh folder, then move each file into place: an interrupted build leaves
-    # the old files whole (and this builder, which lives in the same folder, untouched)
+    # the old files whole
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out, prefix=".checkpoint-"))
@@ -356,26 +370,52 @@ def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR, steps=PRETRAIN["steps"]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"saved {out}")
+    if trace_file:
+        # the saved weights' hash ties the trace to them; the processors on which a rebuild
+        # gave these bytes: this one, so far
+        trace["weights"] = hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
+        trace["matched_on"] = [trace["processor"]]
+        save_trace(trace, trace_file)
+        print(f"trace written to {trace_file}")
+
+
+def kernel_setting(text):
+    """Return "NAME=VALUE" as a (name, value) pair, for --kernels."""
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
 
 
 def main():
-    if not kernels_pinned():
-        itself = ["-m", __spec__.name] if __spec__ else [sys.argv[0]]
-        os.execve(sys.executable, [sys.executable, *itself, *sys.argv[1:]],
-                  {**os.environ, **PINNED_KERNELS})
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=CHECKPOINT_DIR,
-                        help="the folder to write (default: this file's own folder)")
+                        help="the folder to write (default: common/embedded/checkpoint)")
     parser.add_argument("--seed", type=int, default=PRETRAIN["seed"],
                         help=f"the pretraining's seed (default: {PRETRAIN['seed']}, the committed "
                              "checkpoint's)")
     parser.add_argument("--data", type=Path, default=DATA_DIR,
-                        help="the folder of the embedded data (default: common/embedded_data)")
+                        help="the folder of the embedded data (default: common/embedded/data)")
     parser.add_argument("--steps", type=int, default=PRETRAIN["steps"],
                         help=f"pretraining steps (default: {PRETRAIN['steps']}; fewer for a quick "
                              "check that two machines build the same bytes)")
+    parser.add_argument("--trace", type=Path, default=None,
+                        help="write the build's trace to this file (default: "
+                             "common/embedded/checkpoint_trace.json when --out is the default, "
+                             "else none)")
+    parser.add_argument("--kernels", type=kernel_setting, action="append", default=[],
+                        metavar="NAME=VALUE",
+                        help="build with this setting instead of the pinned one, e.g. "
+                             "ATEN_CPU_CAPABILITY=default: a control build that must differ")
     args = parser.parse_args()
-    build(args.out, args.seed, args.data, args.steps)
+    kernels = dict(PINNED_KERNELS, **dict(args.kernels))
+    if not kernels_in_force(kernels):
+        itself = ["-m", __spec__.name] if __spec__ else [sys.argv[0]]
+        os.execve(sys.executable, [sys.executable, *itself, *sys.argv[1:]],
+                  {**os.environ, **kernels})
+    if args.trace is None and args.out == CHECKPOINT_DIR:
+        args.trace = TRACE_FILE
+    build(args.out, args.seed, args.data, args.steps, kernels, args.trace)
 
 
 if __name__ == "__main__":

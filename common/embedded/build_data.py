@@ -1,8 +1,8 @@
 """Generate the embedded MRPC-shaped paraphrase corpus: the .jsonl files beside this file.
 
-Run:  python -m common.embedded_data.generate             (rewrites the three .jsonl files)
-      python -m common.embedded_data.generate --check     (exit 1 if the committed files differ)
-      python -m common.embedded_data.generate --out DIR   (writes them into DIR instead)
+Run:  python -m common.embedded.build_data             (rewrites the three .jsonl files)
+      python -m common.embedded.build_data --check     (exit 1 if the committed files differ)
+      python -m common.embedded.build_data --out DIR   (writes them into DIR instead)
 
 The corpus imitates GLUE MRPC: news-style sentence pairs, columns sentence1, sentence2,
 label (1 = paraphrase) and idx, split sizes 3,668 / 408 / 1,725 and the real MRPC's label
@@ -31,7 +31,7 @@ import re
 import sys
 from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent
+DATA_DIR = Path(__file__).resolve().parent / "data"
 SEED = 20240917
 # (split, pairs, paraphrases): the sizes and label counts of the real GLUE MRPC
 SPLITS = [("train", 3668, 2474), ("validation", 408, 279), ("test", 1725, 1147)]
@@ -514,7 +514,7 @@ def main():
             print(f"wrote {path} ({len(rows)} pairs, {sum(r['label'] for r in rows)} paraphrases)")
     if stale:
         sys.exit(f"error: {', '.join(stale)} differ from the generator; "
-                 "run python -m common.embedded_data.generate")
+                 "run python -m common.embedded.build_data")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,140 @@
+"""The build trace: it sees a one-ulp change, names where two builds part, ties itself to the
+committed weights, and decides which processors must rebuild the same bytes."""
+
+import copy
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from common.embedded.build_checkpoint import PINNED_KERNELS
+from common.embedded.trace import (TRACE_FILE, OpRecorder, describe, digest, first_difference,
+                                   load, same_processor)
+from common.checkpoint import EMBEDDED_CHECKPOINT
+from tools.lab import lab_environment
+from tools.verify_embedded import FINE_TUNED_TOLERANCE, weights_verdict, within_tolerance
+
+REPO = Path(__file__).resolve().parent.parent
+
+ZEN2 = {"vendor": "AuthenticAMD", "family": "23", "model": "49", "name": "AMD EPYC 7B12",
+        "flags": ["sse4_2", "avx", "fma", "avx2"], "torch": "2.13.0+cpu", "mkl": "2024.2-Product",
+        "onednn": "3.12.0"}
+ZEN4 = dict(ZEN2, family="25", model="17", name="AMD EPYC 9B14",
+            flags=ZEN2["flags"] + ["avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16"])
+
+
+def one_step(model, batch):
+    """Return the recorded operations of one forward, backward and SGD step."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    recorder = OpRecorder(model)
+    with recorder:
+        loss = model(batch).square().mean()
+        recorder.phase = "backward"
+        loss.backward()
+        recorder.phase = "optimizer"
+        optimizer.step()
+    recorder.remove_hooks()
+    return recorder.ops
+
+
+def test_the_recorder_names_the_first_operation_a_one_ulp_change_reaches():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
+    batch = torch.randn(3, 4)
+    other = copy.deepcopy(model)
+    ops = one_step(copy.deepcopy(model), batch)
+    assert ops == one_step(copy.deepcopy(model), batch)  # the same computation, the same trace
+    assert [op[0] for op in ops][0] == "0"  # the first layer's forward comes first
+    # the loss, computed outside any module, is "forward"
+    assert {"0", "1", "2", "forward", "backward", "optimizer"} == {op[0] for op in ops}
+
+    with torch.no_grad():  # the second layer's first weight, one unit in the last place up
+        w = other[2].weight
+        w[0, 0] = torch.nextafter(w[0, 0], torch.tensor(1.0))
+    a = {"ops": [ops], "steps": ["x"]}
+    b = {"ops": [one_step(other, batch)], "steps": ["y"]}
+    where = first_difference(a, b)
+    first = next(i for i, (x, y) in enumerate(zip(a["ops"][0], b["ops"][0])) if x != y)
+    assert where == f"step 1, operation {first + 1} of {len(ops)}: {ops[first][1]} in 2"
+    assert ops[first][0] == "2"  # in the changed layer, not before it
+
+
+def test_first_difference_says_where_two_traces_part():
+    a = {"ops": [[["m", "mm", "1"], ["m", "add", "2"]]], "steps": ["s0", "s1", "s2", "s3"]}
+    assert first_difference(a, copy.deepcopy(a)) is None
+    b = copy.deepcopy(a)
+    b["ops"][0][1][2] = "9"
+    assert first_difference(a, b) == "step 1, operation 2 of 2: add in m"
+    b = copy.deepcopy(a)
+    b["ops"][0][1][1] = "sub"
+    assert first_difference(a, b) == ("step 1, operation 2: other operations ran (add in m "
+                                      "there, sub in m here)")
+    b = copy.deepcopy(a)
+    b["steps"][2] = "other"
+    assert first_difference(a, b) == ("the parameters after step 2 (every operation of the "
+                                      "first 1 steps agreed)")
+    b = copy.deepcopy(a)
+    b["steps"] = b["steps"][:2]
+    assert first_difference(a, b) == "3 steps there, 1 here (the same up to the shorter)"
+
+
+def test_digest_reads_dtype_shape_and_every_byte():
+    x = torch.arange(6, dtype=torch.float32)
+    assert digest([x]) == digest([x.clone()])
+    assert digest([x]) != digest([x.view(2, 3)])
+    assert digest([x]) != digest([x.double()])
+    assert digest([torch.tensor(1.0)]) != digest([torch.tensor(-1.0)])  # 0-dim tensors too
+    y = x.clone()
+    y[5] = torch.nextafter(y[5], torch.tensor(10.0))
+    assert digest([x]) != digest([y])
+
+
+def test_a_recorded_processor_must_rebuild_the_same_bytes_another_is_judged_by_fine_tuning():
+    reference = {"ops": [[["m", "gelu", "1"]]], "steps": ["a", "b"], "matched_on": [ZEN4]}
+    built = {"ops": [[["m", "gelu", "2"]]], "steps": ["a", "c"]}
+    assert not same_processor(ZEN2, ZEN4)
+    assert same_processor(ZEN4, dict(ZEN4, name="renamed by the cloud"))  # name is not identity
+    ok, line = weights_verdict(reference, built, ZEN4)
+    assert ok is False and "part first at step 1, operation 1 of 1: gelu in m" in line
+    ok, line = weights_verdict(reference, built, ZEN2)
+    assert ok is None and "not among those that rebuilt the same bytes" in line
+    assert describe(ZEN2) == "AMD EPYC 7B12 (AMD family 23, model 49; sse4_2 avx fma avx2)"
+
+    committed = {"accuracy": 0.8848, "f1": 0.9197}
+    assert within_tolerance({"accuracy": 0.8848 - FINE_TUNED_TOLERANCE + 1e-4, "f1": 0.9197},
+                            committed)
+    assert not within_tolerance({"accuracy": 0.8848, "f1": 0.9197 + FINE_TUNED_TOLERANCE + 1e-4},
+                                committed)
+
+
+def test_the_committed_trace_is_the_committed_weights_build():
+    trace = load(TRACE_FILE)
+    weights = (EMBEDDED_CHECKPOINT / "model.safetensors").read_bytes()
+    assert trace["weights"] == hashlib.sha256(weights).hexdigest()
+    assert trace["kernels"] == PINNED_KERNELS
+    assert len(trace["steps"]) == 3001  # before the first step and after each of 3,000
+    assert len(trace["ops"]) == 1 and len(trace["ops"][0]) > 5000
+    assert trace["processor"] in trace["matched_on"]
+    # every processor listed is identified by vendor, family, model and flags
+    for p in trace["matched_on"]:
+        assert p["vendor"] and p["family"] and p["model"] and "avx2" in p["flags"]
+
+
+@pytest.mark.parametrize("setting", ["ONEDNN_MAX_CPU_ISA=AVX2"])
+def test_the_builder_gives_the_same_trace_when_onednn_is_capped_at_avx2(tmp_path, setting):
+    # oneDNN picks its kernels by the processor's vector width (GELU ran on its AVX512 kernel
+    # here and on its AVX2 kernel on an AVX2-only processor, and the weights differed); the
+    # builder turns it off. Capping oneDNN at AVX2 is what an AVX2-only processor does to it.
+    name, value = setting.split("=")
+    builds = [subprocess.Popen([sys.executable, "-m", "common.embedded.build_checkpoint",
+                                "--steps", "1", "--out", tmp_path / str(i), "--trace",
+                                tmp_path / f"{i}.json.gz"], cwd=REPO, env=lab_environment(**extra),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+              for i, extra in enumerate([{}, {name: value}])]
+    for build in builds:
+        assert build.wait(timeout=300) == 0, build.stderr.read()
+    where = first_difference(load(tmp_path / "0.json.gz"), load(tmp_path / "1.json.gz"))
+    assert where is None, f"{setting} changed the build at {where}"
