@@ -40,6 +40,17 @@ def positive_float(text):
     return value
 
 
+def port_number(text):
+    """Return text as a TCP port (0 to 65535; 0: a free one), or raise argparse's error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}")
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is between 0 and 65535, got {value}")
+    return value
+
+
 def parse_args(argv=None, description=None):
     """Return the parsed arguments (an argparse.Namespace) of the course's command line.
 
@@ -74,6 +85,9 @@ def parse_args(argv=None, description=None):
                         help="step 4 only: how many processes notebook_launcher starts (steps "
                              "1-3 get theirs from the launcher: accelerate launch "
                              "--num_processes N)")
+    parser.add_argument("--port", type=port_number, default=0,
+                        help="step 4 only: the port notebook_launcher's processes meet on "
+                             "(default 0: a free one; 29500 may be another user's)")
     args = parser.parse_args(argv)
     # before any data or model is loaded: fail fast, in one line, and lose nothing
     # (a script that never creates an Accelerator, step 1, cannot join launched processes)

@@ -22,8 +22,11 @@ import re
 import sys
 from pathlib import Path
 
-CPU_LAUNCH = ("ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes {n} "
-              "--num_machines 1 --mixed_precision no --dynamo_backend no")
+# the course's own accelerate config files (configs/ beside common/): given with --config_file,
+# they are the only file accelerate launch reads, so a user's default config changes nothing
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CPU_LAUNCH = ("ACCELERATE_USE_CPU=1 accelerate launch --config_file "
+              "configs/cpu-2-processes.yaml --num_processes {n}")
 
 
 def flag_is_set(name):
@@ -35,6 +38,15 @@ def gpus_here():
     """Return the number of CUDA GPUs this process can see (0 when there is none)."""
     import torch
     return torch.cuda.device_count()
+
+
+def free_port():
+    """Return a TCP port on this machine that nothing listens on right now (for a launch on a
+    shared machine, where the default 29500 may be another user's)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
 
 
 def torch_xla_installed():

@@ -1,8 +1,7 @@
 """Step 3 of 4: step 2 on several processes: gather the evaluation, one process writes.
 
-Run:   ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 --num_machines 1 \
-           --mixed_precision no --dynamo_backend no step3_distributed_eval/train.py \
-           --output-dir outputs/step3
+Run:   ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml \
+           step3_distributed_eval/train.py --output-dir outputs/step3
 Read:  README.md, which explains each step; make lesson STEP=N shows step N's lesson as a diff
 """
 

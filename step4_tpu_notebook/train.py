@@ -18,6 +18,7 @@ from transformers import AutoModelForSequenceClassification, get_scheduler, set_
 
 from common.checkpoint import load_tokenizer, resolve_checkpoint
 from common.cli import parse_args
+from common.launch import free_port  # step 4: a port nobody else uses
 from common.data import get_dataloaders, load_mrpc
 from common.metric import GLUE_MRPC_METRIC
 from common.output import write_metrics
@@ -146,8 +147,10 @@ def main():
     checkpoint = resolve_checkpoint(args.checkpoint)
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
     # step 4: start training_function in num_processes processes; in Colab or Kaggle with a TPU,
-    # in one process per TPU core (num_processes is then ignored)
-    notebook_launcher(training_function, (model, args), num_processes=args.num_processes)
+    # in one process per TPU chip (num_processes is then ignored). They meet on a free port:
+    # notebook_launcher's default, 29500, may be taken by another user of the machine
+    notebook_launcher(training_function, (model, args), num_processes=args.num_processes,
+                      use_port=str(args.port or free_port()))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+from common.launch import free_port
+
 from conftest import REPO, STEPS, lab, offline_env, run_command
 from tools.run_course import accelerate_launch, plan
 
@@ -55,7 +57,8 @@ def test_accelerate_launch_without_multi_gpu_is_refused_with_the_command_that_wo
     assert result.returncode != 0
     line = one_error_line(result.stdout + result.stderr)
     assert "accelerate launch was asked for 2 processes but started this script as one" in line
-    assert "ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2" in line
+    assert ("ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml "
+            "--num_processes 2") in line
     assert not (tmp_path / "metrics.json").exists()
     # the step stopped before loading the data or the model: no load report was printed
     assert "LOAD REPORT" not in result.stdout + result.stderr
@@ -183,7 +186,7 @@ def start_and_stop(command, tmp_path, sig, whole_group=True, **env):
 
 
 def test_ctrl_c_on_a_two_process_launch_stops_everything_and_says_so(tmp_path):
-    command = accelerate_launch(2) + ["--main_process_port", str(lab.free_port()),
+    command = accelerate_launch(2) + ["--main_process_port", str(free_port()),
                                       str(STEPS[3]), "--output-dir", str(tmp_path)]
     code, output, left = start_and_stop(command, tmp_path, signal.SIGINT,
                                         ACCELERATE_USE_CPU="1")

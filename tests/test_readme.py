@@ -80,7 +80,8 @@ def test_there_are_commands_for_every_step_and_launcher():
     for script in ("step1_plain_loop/train.py", "step2_accelerate/train.py",
                    "step3_distributed_eval/train.py", "step4_tpu_notebook/train.py"):
         assert script in commands
-    assert "accelerate launch --multi_gpu" in commands and "torchrun --nproc_per_node 2" in commands
+    assert "accelerate launch --config_file configs/cpu-2-processes.yaml" in commands
+    assert "torchrun --standalone --nproc_per_node 2" in commands
 
 
 def test_every_make_target_the_readme_uses_exists():

@@ -16,6 +16,8 @@ import sys
 
 import pytest
 
+from common.launch import free_port
+
 from conftest import GRID, REPO, STEPS, lab, offline_env
 
 VALIDATION_SIZE = 408
@@ -102,15 +104,14 @@ def test_gather_and_truncate_over_a_grid_of_sizes(lab_runs, three_processes, n):
 def launch_two_machines(tmp_path, launcher):
     """Run step 3 as 2 machines of 1 process each on 127.0.0.1; return (run, outputs)."""
     plan = lab.write_plan(3, {"lesson": STEPS[3]}, tmp_path, processes=2)
-    port = lab.free_port()
+    port = free_port()
     commands = []
     for rank in (0, 1):
         if launcher == "accelerate":
             from tools.run_course import accelerate_launch
-            words = accelerate_launch(2)
-            words[words.index("--num_machines") + 1] = "2"
-            words += ["--machine_rank", str(rank), "--main_process_ip", "127.0.0.1",
-                      "--main_process_port", str(port)]
+            words = accelerate_launch(2) + ["--num_machines", "2", "--machine_rank", str(rank),
+                                            "--main_process_ip", "127.0.0.1",
+                                            "--main_process_port", str(port)]
         else:
             words = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
                      "--node_rank", str(rank), "--nproc_per_node", "1",

@@ -114,7 +114,7 @@ def main():
     print(f"wrote {path.relative_to(REPO)}: step {args.step - 1} with "
           f"{text.count(f'# TODO step {args.step}:')} TODOs for step {args.step}'s lesson")
     run = {2: "python {}",
-           3: "ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 {}",
+           3: "ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml {}",
            4: "python {} --num-processes 2"}[args.step]
     print(f"run it:    {run.format(path.relative_to(REPO))}")
     print(f"check it:  make check STEP={args.step} FILE={path.relative_to(REPO)}")

@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
+from common.launch import free_port
+
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tools" / "lab_driver.py"
 FOLDERS = {1: "step1_plain_loop", 2: "step2_accelerate", 3: "step3_distributed_eval",
@@ -100,29 +102,18 @@ def launch_command(step, plan_path, processes=None, launcher=None, use_cpu=True)
     one process and for step 4 (its notebook_launcher starts the processes), else the
     README's accelerate launch on `processes` CPU processes (ACCELERATE_USE_CPU=1 unless
     use_cpu=False), or torchrun; launcher="accelerate" with one process: accelerate launch
-    --num_processes 1 (which gives its process one thread)."""
+    with the course's one-process config (which gives its process one thread)."""
     n = processes or PROCESSES[step]
     driver = [str(DRIVER), str(plan_path)]
     from tools.run_course import accelerate_launch, torchrun
     if launcher == "accelerate" and n == 1:
-        words = accelerate_launch(2)
-        words.remove("--multi_gpu")
-        words[words.index("--num_processes") + 1] = "1"
-        return words + driver, {}
+        return accelerate_launch(1) + driver, {}
     if step == 4 or n == 1:
         return [sys.executable, *driver], {}
     env = {"ACCELERATE_USE_CPU": "1"} if use_cpu else {}
     if launcher == "torchrun":
         return torchrun(n) + ["--master_port", str(free_port())] + driver, env
     return accelerate_launch(n) + ["--main_process_port", str(free_port())] + driver, env
-
-
-def free_port():
-    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_plan(step, scripts, folder, flags=SHORT_RUN, processes=None):
@@ -414,7 +405,7 @@ def what_if(step, folder, names=None, extra=None):
     scripts.update(extra or {})
     flags = step4_flags(folder) if step == 4 else SHORT_RUN
     # step 3's processes are launched as a student first launches them on a machine without a
-    # GPU, --multi_gpu without ACCELERATE_USE_CPU=1: the course's launch check joins them
+    # GPU, without ACCELERATE_USE_CPU=1: the course's launch check joins them
     measured = run_scripts(step, scripts, folder / "runs", flags, env=LAUNCH_ENV.get(step),
                            use_cpu=step != 3)
     by_name = {v.name: v for v in variants(step)}

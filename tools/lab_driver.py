@@ -1,7 +1,7 @@
 """Run step scripts unchanged, one after the other, and report from inside every process.
 
     python tools/lab_driver.py PLAN.json                       (steps 1 and 4)
-    ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 ... \
+    ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml \
         tools/lab_driver.py PLAN.json                          (steps 2 and 3)
 
 PLAN.json: {"flags": [...], "runs": [{"name": ..., "script": ..., "env": {...}}, ...]} (a run

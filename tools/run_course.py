@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
+CONFIGS = REPO / "configs"
 FOLDERS = {1: "step1_plain_loop", 2: "step2_accelerate", 3: "step3_distributed_eval",
            4: "step4_tpu_notebook"}
 IDENTICAL_FIELDS = ("predictions", "train_losses", "accuracy", "f1")
@@ -58,16 +59,22 @@ class Launch(NamedTuple):
     where: str
 
 
-def accelerate_launch(n):
-    """Return accelerate launch's words for n processes, every setting given, so that an
-    `accelerate config` file on the machine cannot change what runs."""
-    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
-            str(n), "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+def accelerate_launch(n, gpus=False):
+    """Return accelerate launch's words for n processes with the course's own config file
+    (configs/): one process, n CPU processes (with ACCELERATE_USE_CPU=1 in the environment)
+    or n GPUs. Given with --config_file, it is the only file accelerate reads, so an
+    `accelerate config` file in the user's Hugging Face cache cannot change what runs; its
+    main_process_port 0 takes a free port."""
+    config = "1-process" if n == 1 else "gpus" if gpus else "cpu-2-processes"
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+            str(CONFIGS / f"{config}.yaml"), "--num_processes", str(n)]
 
 
 def torchrun(n):
-    """Return torchrun's words for n processes on this machine."""
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n)]
+    """Return torchrun's words for n processes on this machine (--standalone: its rendezvous
+    on a free port, not on 29500, which may be another user's)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+            str(n)]
 
 
 def plan(gpus, tpu=False, processes=2, launcher="accelerate"):
@@ -102,7 +109,7 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate"):
                  "needs a GPU of its own")
     else:
         where = f"{n} processes on the CPU (gloo)" + (": no GPU here" if not tpu else "")
-    words = torchrun(n) if launcher == "torchrun" else accelerate_launch(n)
+    words = torchrun(n) if launcher == "torchrun" else accelerate_launch(n, gpus=bool(on_gpus))
     plans[3] = Launch("torchrun" if launcher == "torchrun" else "accelerate launch",
                       words + [f"{FOLDERS[3]}/train.py"], cpu_env, n, where)
     step4 = [sys.executable, f"{FOLDERS[4]}/train.py", "--num-processes", str(n)]
@@ -120,14 +127,13 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate"):
 
 
 def cpu_name():
-    """Return the processor's model name (from /proc/cpuinfo), or what platform knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    """Return the processor's name with its family and model (what decides which kernels
+    run, so what a timing or a build was measured on), or what platform knows."""
+    from common.embedded.trace import processor
+    info = processor()
+    if info.get("family"):
+        return f"{info['name']}, family {info['family']} model {info['model']}"
+    return info.get("name") or platform.machine()
 
 
 def describe_machine():

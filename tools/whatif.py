@@ -30,7 +30,7 @@ from tools.run_course import describe_machine  # noqa: E402
 README = REPO / "README.md"
 BLOCK = re.compile(r"(<!-- BEGIN whatif (\d) -->\n)(.*?)(<!-- END whatif -->)", re.S)
 LAUNCHES = {1: "1 process (python)", 2: "2 CPU processes (accelerate launch)",
-            3: "2 CPU processes (accelerate launch --multi_gpu, without ACCELERATE_USE_CPU)",
+            3: "2 CPU processes (accelerate launch, the course's config, without ACCELERATE_USE_CPU)",
             4: "2 CPU processes (notebook_launcher), dropout off"}
 
 

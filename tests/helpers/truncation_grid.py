@@ -1,6 +1,6 @@
 """Gather-and-truncate against Accelerate's own sharding, over a grid of sizes.
 
-    ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes N \
+    ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml --num_processes N \
         truncation_grid.py --processes N --output-dir REPORT_DIR
     (or run by tools/lab_driver.py beside the steps, in the same launch)
 

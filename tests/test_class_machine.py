@@ -1,0 +1,115 @@
+"""A class's machine as it is: an `accelerate config` file in the student's Hugging Face cache
+(Accelerate's docs tell everyone to run `accelerate config`), and port 29500 held by another
+user. The course's launches, as the README prints them, run the same and give the same numbers.
+"""
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, STEPS, lab, offline_env, read_metrics
+
+# what a student's `accelerate config` may have written: FSDP, debug mode, bf16, 4 processes
+HOSTILE_CONFIG = """\
+compute_environment: LOCAL_MACHINE
+debug: true
+distributed_type: FSDP
+downcast_bf16: 'no'
+fsdp_config:
+  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+  fsdp_sharding_strategy: FULL_SHARD
+  fsdp_state_dict_type: SHARDED_STATE_DICT
+machine_rank: 0
+main_training_function: main
+mixed_precision: bf16
+num_machines: 1
+num_processes: 4
+rdzv_backend: static
+same_network: true
+use_cpu: false
+"""
+# prints what a launch left in its process's environment
+PROBE = """\
+import os
+print("probe", os.environ.get("ACCELERATE_USE_FSDP"), os.environ.get("ACCELERATE_DEBUG_MODE"),
+      os.environ.get("ACCELERATE_MIXED_PRECISION"), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory):
+    """The environment of a crowded machine: HF_HOME holds the hostile default config, and a
+    socket listens on 29500 while the module's tests run (if something else holds it
+    already, so much the better)."""
+    home = tmp_path_factory.mktemp("hf_home")
+    (home / "accelerate").mkdir()
+    (home / "accelerate" / "default_config.yaml").write_text(HOSTILE_CONFIG)
+    holder = socket.socket()
+    try:
+        holder.bind(("", 29500))
+        holder.listen()
+    except OSError:
+        pass  # held by someone else
+    yield {"HF_HOME": str(home)}
+    holder.close()
+
+
+def launch(words, tmp_path, timeout=600, **env):
+    """Run a command from the repository root on the crowded machine; return its output."""
+    result = subprocess.run(words, cwd=REPO, env=offline_env(**env), capture_output=True,
+                            text=True, timeout=timeout)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    return result.stdout + result.stderr
+
+
+def accelerate(*words):
+    return [sys.executable, "-m", "accelerate.commands.launch", *map(str, words)]
+
+
+def test_the_default_config_takes_over_a_launch_that_gives_every_flag(tmp_path, crowded):
+    # the control: what the README printed before the course's config files, every setting
+    # on the command line, is turned into an FSDP run in debug mode by the default config
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    said = launch(accelerate("--num_processes", 1, "--num_machines", 1, "--mixed_precision",
+                             "no", "--dynamo_backend", "no", probe), tmp_path, **crowded)
+    assert "probe true true no" in said
+    said = launch(accelerate("--config_file", "configs/1-process.yaml", probe), tmp_path,
+                  **crowded)
+    assert "probe None None no" in said  # with the course's file: none of it
+
+
+def test_step2_with_the_course_config_is_the_same_run_on_a_crowded_machine(tmp_path, crowded,
+                                                                            lab_runs):
+    launch(accelerate("--config_file", "configs/1-process.yaml", STEPS[2], *lab.SHORT_RUN,
+                      "--output-dir", tmp_path), tmp_path, **crowded)
+    run, reference = read_metrics(tmp_path), lab_runs(2).one["lesson"]
+    assert run["num_processes"] == 1
+    assert run["train_losses"] == reference["losses"]
+    assert run["predictions"] == reference["predictions"]
+
+
+@pytest.mark.step3
+def test_step3_readme_command_is_the_same_run_on_a_crowded_machine(tmp_path, crowded, lab_runs):
+    said = launch(accelerate("--config_file", "configs/cpu-2-processes.yaml", STEPS[3],
+                             *lab.SHORT_RUN, "--output-dir", tmp_path), tmp_path,
+                  ACCELERATE_USE_CPU="1", **crowded)
+    assert "Num processes: 2" in said and "Backend: gloo" in said  # from inside the processes
+    run, reference = read_metrics(tmp_path), lab_runs(3)["lesson"]
+    assert run["num_processes"] == 2 and run["eval_gathered"] == 416
+    assert run["train_losses"] == reference["losses"]
+    assert run["predictions"] == reference["predictions"]
+
+
+@pytest.mark.step4
+def test_step4_runs_while_29500_is_held(tmp_path, crowded):
+    # notebook_launcher's default port is 29500; step 4 passes it a free one
+    said = launch([sys.executable, STEPS[4], "--num-processes", "2", *lab.SHORT_RUN,
+                   "--output-dir", tmp_path], tmp_path, OMP_NUM_THREADS="1", **crowded)
+    assert "Num processes: 2" in said
+    run = json.loads((tmp_path / "metrics.json").read_text())
+    assert run["num_processes"] == 2 and run["eval_gathered"] == 416
+    assert len(run["predictions"]) == 408
