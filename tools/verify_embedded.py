@@ -40,9 +40,11 @@ DATA = REPO / "common" / "embedded" / "data"
 CHECKPOINT = REPO / "common" / "embedded" / "checkpoint"
 ENV = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9", TOKENIZERS_PARALLELISM="false")
 BUILDER = "common.embedded.build_checkpoint"
-# the largest change of step 1's accuracy and F1 that a rebuild on another processor may bring
-# (measured: builds on other kernels, docs/embedded-default.md)
-FINE_TUNED_TOLERANCE = 0.03
+# the largest change of step 1's accuracy and F1 that a rebuild on another processor may bring:
+# rebuilds on other kernels moved them like another seed, by up to 0.03 (measured:
+# docs/embedded-default.md); 0.05 is what the course allows between two runs that differ like
+# two seeds (steps 3 and 4, tools/run_course.py)
+FINE_TUNED_TOLERANCE = 0.05
 SHORT_STEPS = 20
 # what an AVX2-only processor changes in the libraries that choose kernels by the processor
 AVX2_ONLY = {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
