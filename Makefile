@@ -1,6 +1,10 @@
 # The course's two commands:
 #   make course   run the course on the embedded default (installs what it needs first)
 #   make test     run the test suite (installs what it needs first)
+# native Windows (make from Git Bash or MSYS sets OS=Windows_NT): one line naming WSL
+ifeq ($(OS),Windows_NT)
+$(error on Windows, run the course in WSL (Windows Subsystem for Linux): in PowerShell, wsl --install; then, in its Ubuntu terminal, clone the course and run make course there)
+endif
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -6,7 +6,7 @@ from pathlib import Path
 from huggingface_hub import try_to_load_from_cache
 from transformers import AutoTokenizer
 
-from common.cli import fail
+from common.errors import fail
 from common.hub import hub_out_of_reach
 
 EMBEDDED_CHECKPOINT = Path(__file__).resolve().parent / "embedded" / "checkpoint"

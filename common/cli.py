@@ -7,8 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common.interrupt import report_stops
-from common.launch import launch_problem
+from common.errors import fail
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -90,14 +89,8 @@ def parse_args(argv=None, description=None):
                              "(default 0: a free one; 29500 may be another user's)")
     args = parser.parse_args(argv)
     # before any data or model is loaded: fail fast, in one line, and lose nothing
-    # (a script that never creates an Accelerator, step 1, cannot join launched processes)
-    problem = launch_problem(script_joins_processes="Accelerator" in sys._getframe(1).f_globals)
-    if problem:
-        fail(problem)
     check_dataset_name(args.dataset)
     check_output_dir(args.output_dir)
-    if "ipykernel" not in sys.modules:  # a notebook's kernel handles its own interrupts
-        report_stops()
     return args
 
 
@@ -124,6 +117,3 @@ def check_output_dir(folder):
         fail(f"{path / 'metrics.json'} is a folder; remove it or pass another --output-dir")
 
 
-def fail(message):
-    """Stop the run with one error line on stderr and exit code 1 (no traceback)."""
-    raise SystemExit(f"error: {message}")

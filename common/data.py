@@ -11,7 +11,8 @@ from datasets import ClassLabel, Dataset, DatasetDict, disable_progress_bars, lo
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding
 
-from common.cli import check_dataset_name, fail
+from common.cli import check_dataset_name
+from common.errors import fail
 from common.hub import hub_out_of_reach
 
 EMBEDDED_DATA = Path(__file__).resolve().parent / "embedded" / "data"

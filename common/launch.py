@@ -7,13 +7,17 @@ a GPU:
 - `accelerate launch --multi_gpu --num_processes 2 train.py` and `torchrun --nproc_per_node 2
   train.py` start two processes, but without ACCELERATE_USE_CPU=1 Accelerate finds no GPU
   and makes each of them a run of its own, on all the data.
+And read in the sources, simulated here: on a machine with fewer GPUs than processes,
+Accelerate puts process i on GPU i % GPUs (state.py), two processes share a GPU, and NCCL
+stops at the first collective ("Duplicate GPU detected").
 
-parse_args() calls launch_problem() in every step, before anything else happens. It reads what
-the launchers leave in the environment (torchrun and `accelerate launch --multi_gpu` set
+Every step's main() calls guard_launch() right after parse_args(). It reads what the
+launchers leave in the environment (torchrun and `accelerate launch --multi_gpu` set
 WORLD_SIZE, LOCAL_WORLD_SIZE and RANK; `accelerate launch` on one process sets MASTER_ADDR
-only when it was asked for more than one) and either says what is wrong, or joins processes
-that have no GPU on the CPU (gloo) by setting ACCELERATE_USE_CPU=1, which Accelerate reads
-when the script creates its first Accelerator, and says so.
+only when it was asked for more than one) and what step 4's own notebook_launcher will start,
+and either says what is wrong in one line, or puts processes that have no GPU of their own on
+the CPU (gloo) by setting ACCELERATE_USE_CPU=1, which Accelerate reads when the script creates
+its first Accelerator, and says so.
 """
 
 import importlib.util
@@ -21,6 +25,9 @@ import os
 import re
 import sys
 from pathlib import Path
+
+from common.errors import fail
+from common.interrupt import report_stops
 
 # the course's own accelerate config files (configs/ beside common/): given with --config_file,
 # they are the only file accelerate launch reads, so a user's default config changes nothing
@@ -35,7 +42,9 @@ def flag_is_set(name):
 
 
 def gpus_here():
-    """Return the number of CUDA GPUs this process can see (0 when there is none)."""
+    """Return the number of CUDA GPUs this process can see (0 when there is none). Counted
+    through NVML, which does not initialise CUDA, so a fork after it still works (torch 2.13,
+    torch/cuda/__init__.py device_count)."""
     import torch
     return torch.cuda.device_count()
 
@@ -120,3 +129,64 @@ def launch_problem(script_joins_processes):
                 f"--num_processes {gpus}, or run them on the CPU: ACCELERATE_USE_CPU=1 before "
                 "the command")
     return None
+
+
+WSL = ("on Windows, run the course in WSL (Windows Subsystem for Linux): in PowerShell, wsl "
+       "--install; then, in its Ubuntu terminal, clone the course and run it there")
+
+
+def notebook_launcher_starts_processes(n):
+    """Return True if notebook_launcher(..., num_processes=n) will start n processes here,
+    False if it runs the function in this process or hands it to torch_xla: accelerate 1.15's
+    launchers.py decides so (lines 124-160): a TPU in Colab or Kaggle goes to torch_xla's
+    spawn, Colab with fewer than 2 GPUs runs in-process, and so does n = 1."""
+    in_kaggle = any(name.startswith("KAGGLE") for name in os.environ)
+    in_colab = (not in_kaggle and "IPython" in sys.modules
+                and "google.colab" in str(sys.modules["IPython"].get_ipython()))
+    tpu = os.environ.get("TPU_NAME") is not None or os.environ.get("PJRT_DEVICE") == "TPU"
+    if (in_colab or in_kaggle) and tpu:
+        return False
+    if in_colab and gpus_here() < 2:
+        return False
+    return n > 1
+
+
+def start_problem(n):
+    """For a script that starts n processes itself with notebook_launcher (step 4): None when
+    they can start as asked, else the one-line reason. With fewer GPUs than processes (a
+    Kaggle notebook with one GPU, a workstation), it puts the n processes on the CPU (gloo)
+    and says so in one line: every process needs a GPU of its own."""
+    if not notebook_launcher_starts_processes(n):
+        return None
+    if sys.platform == "win32":
+        return (f"notebook_launcher starts its {n} processes by forking, which Windows cannot "
+                f"do; run with --num-processes 1, or {WSL}")
+    if flag_is_set("ACCELERATE_USE_CPU"):
+        return None
+    gpus = gpus_here()
+    if 0 < gpus < n:
+        os.environ["ACCELERATE_USE_CPU"] = "1"
+        print(f"note: {n} processes asked for and {gpus} GPU{'s' if gpus > 1 else ''} here, and "
+              f"each process needs a GPU of its own: the {n} processes run on the CPU (gloo; "
+              f"ACCELERATE_USE_CPU=1 set for them); --num-processes {gpus} runs on the "
+              f"GPU{'s' if gpus > 1 else ''}", flush=True)
+    return None
+
+
+def guard_launch(joins_processes, starts_processes=0):
+    """Before a step loads anything: stop with one error line unless this process is the run
+    its launch was asked for, put launched processes that have no GPU on the CPU (saying so
+    in one line), and from then on end a stop (Ctrl-C, SIGTERM) in one line
+    (common/interrupt.py; not in a notebook's kernel, which handles its own interrupts).
+
+    joins_processes: True for a script whose launched processes join through an Accelerator
+      (steps 2-4); False for the plain loop (step 1), which N processes would run as N
+      separate trainings.
+    starts_processes: how many processes the script starts itself (step 4: notebook_launcher's
+      num_processes); 0 for a script that a launcher starts.
+    """
+    problem = launch_problem(joins_processes) or start_problem(starts_processes)
+    if problem:
+        fail(problem)
+    if "ipykernel" not in sys.modules:
+        report_stops()

@@ -17,6 +17,7 @@ from transformers import AutoModelForSequenceClassification, get_scheduler, set_
 
 from common.checkpoint import load_tokenizer, resolve_checkpoint
 from common.cli import parse_args
+from common.launch import guard_launch
 from common.data import get_dataloaders, load_mrpc
 from common.metric import GLUE_MRPC_METRIC
 from common.output import write_metrics
@@ -130,6 +131,8 @@ def training_function(args):
 # %%
 def main():
     args = parse_args(description=__doc__)
+    # step 2: launched as several processes, they join through the Accelerator
+    guard_launch(joins_processes=True)
     training_function(args)
 
 

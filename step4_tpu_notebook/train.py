@@ -18,7 +18,7 @@ from transformers import AutoModelForSequenceClassification, get_scheduler, set_
 
 from common.checkpoint import load_tokenizer, resolve_checkpoint
 from common.cli import parse_args
-from common.launch import free_port  # step 4: a port nobody else uses
+from common.launch import free_port, guard_launch  # step 4: a free port
 from common.data import get_dataloaders, load_mrpc
 from common.metric import GLUE_MRPC_METRIC
 from common.output import write_metrics
@@ -140,6 +140,9 @@ def training_function(model, args):  # step 4: the model comes in from outside
 # %%
 def main():
     args = parse_args(description=__doc__)
+    # step 2: launched as several processes, they join through the Accelerator
+    # step 4: this script starts them itself (notebook_launcher): checked here, before it does
+    guard_launch(joins_processes=True, starts_processes=args.num_processes)
     # step 4: the model is created once, before the launch, on the CPU: its new head gets its
     # random weights from this seed, and every launched process starts from this one copy (keep
     # it off the TPU here: torch_xla refuses to launch once the TPU has been used)

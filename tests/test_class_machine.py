@@ -113,3 +113,34 @@ def test_step4_runs_while_29500_is_held(tmp_path, crowded):
     run = json.loads((tmp_path / "metrics.json").read_text())
     assert run["num_processes"] == 2 and run["eval_gathered"] == 416
     assert len(run["predictions"]) == 408
+
+
+def test_a_mac_with_apple_silicon_gets_a_plan_that_says_mps():
+    # steps 1 and 2 pick mps by themselves (cuda, else mps, else cpu); the plan says so, and
+    # steps 3 and 4 run on CPU processes, as without a GPU (not run here: no Mac)
+    from tools.run_course import plan
+    planned = plan(0, mps=True)
+    assert planned[1].where == planned[2].where == "1 process on Apple's GPU (mps)"
+    assert planned[3].where.startswith("2 processes on the CPU (gloo)")
+    assert planned[3].env["ACCELERATE_USE_CPU"] == "1"
+    assert plan(0)[1].where == "1 process on the CPU"
+
+
+def test_native_windows_is_sent_to_wsl_in_one_line(monkeypatch, tmp_path):
+    # make: the Makefile stops at once where OS=Windows_NT (GNU make on Windows sets it)
+    result = subprocess.run(["make", "-n", "course"], cwd=REPO, capture_output=True, text=True,
+                            env=offline_env(OS="Windows_NT"))
+    assert result.returncode != 0
+    assert result.stderr.strip().endswith("*** on Windows, run the course in WSL (Windows "
+                                          "Subsystem for Linux): in PowerShell, wsl --install; "
+                                          "then, in its Ubuntu terminal, clone the course and "
+                                          "run make course there.  Stop.")
+    # the runner: one error line, no traceback, nothing run
+    from tools import run_course
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(sys, "argv", ["run_course.py", "--output-dir", str(tmp_path)])
+    with pytest.raises(SystemExit) as stop:
+        run_course.main()
+    assert str(stop.value).startswith("error: make course runs steps 3 and 4 on several "
+                                      "processes") and "wsl --install" in str(stop.value)
+    assert not list(tmp_path.iterdir())

@@ -209,3 +209,83 @@ def test_sigterm_on_notebook_launcher_stops_its_processes_and_says_so(tmp_path):
     assert output.count("stopped by SIGTERM before the end of the run: no metrics were written") == 1
     assert "Traceback" not in output
     assert not (tmp_path / "metrics.json").exists() and left == []
+
+
+# step 4's own launch: notebook_launcher, on machines that are not this one (simulated) -----
+
+class FakeIPython:
+    """What sys.modules["IPython"] looks like to accelerate inside a Colab notebook."""
+
+    @staticmethod
+    def get_ipython():
+        return "<google.colab._shell.Shell object>"
+
+
+@pytest.mark.parametrize("where,env,colab,expected", [
+    ("a terminal", {}, False, True),
+    ("a Kaggle notebook", {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, False, True),
+    ("a Colab notebook", {}, True, False),  # fewer than 2 GPUs: in this process
+    ("a Kaggle TPU", {"KAGGLE_KERNEL_RUN_TYPE": "Interactive", "PJRT_DEVICE": "TPU"}, False, False),
+])
+def test_the_course_reads_notebook_launchers_branch_as_accelerate_takes_it(monkeypatch, where,
+                                                                           env, colab, expected):
+    # the course's copy of notebook_launcher's choice (common/launch.py) against the real one:
+    # does notebook_launcher(fn, num_processes=2) start processes here, or call fn in this one?
+    import os
+    from accelerate import notebook_launcher
+    from common import launch
+    for name in [n for n in os.environ if n.startswith("KAGGLE")] + ["PJRT_DEVICE", "TPU_NAME"]:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    if colab:
+        monkeypatch.setitem(sys.modules, "IPython", FakeIPython)
+    assert launch.notebook_launcher_starts_processes(2) is expected, where
+    if env.get("PJRT_DEVICE") == "TPU":
+        return  # accelerate would import torch_xla there: not installed here
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    calls = []
+    parent = os.getpid()
+    notebook_launcher(lambda: calls.append(os.getpid()), num_processes=2,
+                      use_port=str(free_port()))
+    # in this process, calls holds this pid; forked processes leave this list empty
+    assert (calls != [parent]) is expected, where
+
+
+@pytest.mark.parametrize("gpus,env,platform,expected", [
+    (1, {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, "linux", "cpu"),  # Kaggle, 1 GPU
+    (1, {}, "linux", "cpu"),  # a workstation with one GPU
+    (3, {}, "linux", "cpu"),  # 3 GPUs, 4 processes asked below
+    (4, {}, "linux", None),  # one GPU each
+    (0, {}, "linux", None),  # no GPU: the step's Accelerator(cpu=True) joins them with gloo
+    (0, {}, "win32", "error"),
+])
+def test_step4s_launch_with_fewer_gpus_than_processes_runs_on_the_cpu(monkeypatch, capsys, gpus,
+                                                                       env, platform, expected):
+    # simulated: the GPU count is faked; what the processes then do with ACCELERATE_USE_CPU=1
+    # is Accelerate's (state.py: it forces cpu=True), tested on the CPU by the lesson's runs
+    import os
+    from common import launch
+    n = 4 if gpus == 3 else 2
+    for name in [k for k in os.environ if k.startswith("KAGGLE")] + ["ACCELERATE_USE_CPU"]:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(launch, "gpus_here", lambda: gpus)
+    monkeypatch.setattr(sys, "platform", platform)
+    problem = launch.start_problem(n)
+    said = capsys.readouterr().out
+    if expected == "error":
+        assert problem.startswith("notebook_launcher starts its 2 processes by forking, which "
+                                  "Windows cannot do; run with --num-processes 1, or on Windows, "
+                                  "run the course in WSL")
+        return
+    assert problem is None
+    if expected == "cpu":
+        assert os.environ["ACCELERATE_USE_CPU"] == "1"
+        assert said == (f"note: {n} processes asked for and {gpus} GPU{'s' if gpus > 1 else ''} "
+                        f"here, and each process needs a GPU of its own: the {n} processes run "
+                        f"on the CPU (gloo; ACCELERATE_USE_CPU=1 set for them); --num-processes "
+                        f"{gpus} runs on the GPU{'s' if gpus > 1 else ''}\n")
+    else:
+        assert "ACCELERATE_USE_CPU" not in os.environ and said == ""

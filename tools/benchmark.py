@@ -71,7 +71,8 @@ def main():
     parser.add_argument("--output-dir", default="outputs/benchmark")
     args = parser.parse_args()
 
-    launches = run_course.plan(*run_course.machine()[:2])
+    gpus, tpu, mps, _ = run_course.machine()
+    launches = run_course.plan(gpus, tpu, mps=mps)
     order = []
     for i in range(args.repeats):
         order += [1, 2] if i % 2 == 0 else [2, 1]

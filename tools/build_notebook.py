@@ -37,9 +37,8 @@ NOTEBOOK = FOLDER / "tpu_training.ipynb"
 PLACEHOLDER = re.compile(r"^# train\.py: cell (\d+)$")
 SETUP = "# setup: written by tools/build_notebook.py"
 # what the notebook's setup unpacks where the course is not there: the runtime of the steps
-COURSE_FILES = ["common/__init__.py", "common/checkpoint.py", "common/cli.py", "common/data.py",
-                "common/hub.py", "common/interrupt.py", "common/launch.py", "common/metric.py",
-                "common/output.py", "common/glue_mrpc/glue_mrpc.py"]
+COURSE_FILES = [str(path.relative_to(REPO)) for path in
+                [*sorted((REPO / "common").glob("*.py")), REPO / "common/glue_mrpc/glue_mrpc.py"]]
 TORCH_XLA = "2.9.0"  # torch_xla's newest release; torch must be the same release
 LIBTPU_INDEX = "https://storage.googleapis.com/libtpu-releases/index.html"
 

@@ -77,8 +77,9 @@ def torchrun(n):
             str(n)]
 
 
-def plan(gpus, tpu=False, processes=2, launcher="accelerate"):
-    """Return {step: Launch} for a machine with `gpus` CUDA GPUs (and a TPU or not).
+def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False):
+    """Return {step: Launch} for a machine with `gpus` CUDA GPUs (and a TPU or not, Apple's
+    GPU, mps, or not).
 
     no GPU: steps 1-2 one process on the CPU; steps 3-4 `processes` CPU processes (gloo);
       one thread per process (OMP_NUM_THREADS=1), so that the numbers do not depend on
@@ -87,7 +88,9 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate"):
       multi-GPU launch needs a GPU of its own (NCCL cannot put two on one).
     several GPUs: steps 1-2 on one GPU; steps 3-4 one process per GPU, at most `processes`.
     a TPU: steps 1-3 as without a GPU, on the CPU (Accelerate told to ignore torch_xla);
-      step 4 through notebook_launcher, which takes every TPU core in Colab or Kaggle.
+      step 4 through notebook_launcher, which takes every TPU chip in Colab or Kaggle.
+    mps (a Mac with Apple silicon, no CUDA): steps 1-2 pick mps by themselves; steps 3-4 on
+      CPU processes, as without a GPU (gloo on the CPU; Accelerate joins no processes on mps).
     """
     plans = {}
     on_gpus = min(processes, gpus) if gpus >= 2 else 0
@@ -98,7 +101,8 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate"):
     one_thread = {"OMP_NUM_THREADS": "1"}
     no_xla = {"USE_TORCH_XLA": "0"} if tpu else {}
     cpu_env = {} if on_gpus else {"ACCELERATE_USE_CPU": "1", **one_thread, **no_xla}
-    single = "1 process on GPU 0" if gpus and not tpu else "1 process on the CPU"
+    single = ("1 process on GPU 0" if gpus and not tpu else
+              "1 process on Apple's GPU (mps)" if mps and not tpu else "1 process on the CPU")
     for step in (1, 2):
         plans[step] = Launch("python", [sys.executable, f"{FOLDERS[step]}/train.py"],
                              {} if gpus and not tpu else {**one_thread, **no_xla}, 1, single)
@@ -146,18 +150,33 @@ def describe_machine():
 
 
 def machine():
-    """Return (CUDA GPUs, whether a TPU is attached, a few words about it) for this machine."""
+    """Return (CUDA GPUs, whether a TPU is attached, whether Apple's GPU (mps) is there, a few
+    words about it) for this machine."""
     import torch
     gpus = torch.cuda.device_count()
+    mps = not gpus and torch.backends.mps.is_available()
     # a TPU: PJRT_DEVICE=TPU, or a Google TPU chip on the PCI bus (torch_xla's own test)
     chips = [p for p in glob.glob("/sys/bus/pci/devices/*/vendor")
              if Path(p).read_text().strip() == "0x1ae0"]
     tpu = os.environ.get("PJRT_DEVICE") == "TPU" or bool(chips)
     if tpu:
-        return gpus, True, "a TPU"
+        return gpus, True, False, "a TPU"
     if gpus:
-        return gpus, False, f"{gpus} GPU{'s' if gpus > 1 else ''} ({torch.cuda.get_device_name(0)})"
-    return 0, False, f"no GPU, {os.cpu_count()} CPU cores"
+        return (gpus, False, False,
+                f"{gpus} GPU{'s' if gpus > 1 else ''} ({torch.cuda.get_device_name(0)})")
+    if mps:
+        return 0, False, True, f"Apple's GPU (mps), {os.cpu_count()} CPU cores"
+    return 0, False, False, f"no GPU, {os.cpu_count()} CPU cores"
+
+
+def refuse_windows():
+    """Exit with one line naming WSL on native Windows: steps 3 and 4 start several processes,
+    which there needs what Windows lacks (notebook_launcher forks; torchrun's store needs
+    USE_LIBUV=0 on Windows builds)."""
+    if sys.platform == "win32":
+        from common.launch import WSL
+        sys.exit(f"error: make course runs steps 3 and 4 on several processes, which native "
+                 f"Windows cannot start as the course does; {WSL}")
 
 
 def parse_args():
@@ -246,8 +265,9 @@ def plot_losses(results, path):
 
 def main():
     args, step_flags = parse_args()
-    gpus, tpu, hardware = machine()
-    launches = plan(gpus, tpu, args.processes, args.launcher)
+    refuse_windows()
+    gpus, tpu, mps, hardware = machine()
+    launches = plan(gpus, tpu, args.processes, args.launcher, mps)
     print(f"launch plan ({hardware}):")
     for step in args.steps:
         launch = launches[step]
