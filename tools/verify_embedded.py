@@ -9,7 +9,7 @@
 2. The checkpoint, built from that data with its trace (common/embedded/trace.py):
    config.json and the tokenizer files must be the same bytes on any machine. For
    model.safetensors:
-   - the same bytes: the check holds (and the two traces agree);
+   - the same bytes: the check holds if the two traces agree too;
    - other bytes on a processor that common/embedded/checkpoint_trace.json.gz lists as having
      matched: the check fails, naming where the traces part first;
    - other bytes on a processor it does not list: where the traces part is named, and the
@@ -157,10 +157,17 @@ def main():
     weights = same_files(checkpoint, CHECKPOINT, ["model.safetensors"])
     ok = not different
     if not weights:
+        # the same bytes: the trace must have come out the same too, or it could not say where
+        # another machine's build parts from this one
+        where = first_difference(reference, load(folder / "trace.json.gz"))
+        print(f"  {'same trace' if where is None else 'DIFFERENT '}  the build's trace, "
+              "operation by operation and step by step"
+              + ("" if where is None else f": they part at {where}"), flush=True)
+        ok &= where is None
         known = any(same_processor(p, here) for p in reference["matched_on"])
         print(f"  this kind of processor {'was' if known else 'was not yet'} among those "
               f"that rebuilt the same bytes ({len(reference['matched_on'])} recorded)")
-        if not known and args.record:
+        if not known and args.record and where is None:
             reference["matched_on"].append(here)
             save(reference, TRACE_FILE)
             print(f"  recorded in {TRACE_FILE.relative_to(REPO)}")
