@@ -147,6 +147,8 @@ CASES = {
     "zero steps": ("flag", lambda t: ["--max-train-steps", "0"], "must be a positive whole number"),
     "text learning rate": ("flag", lambda t: ["--lr", "fast"], "expected a number"),
     "zero learning rate": ("flag", lambda t: ["--lr", "0"], "must be a positive number"),
+    "a port out of range": ("flag", lambda t: ["--port", "70000"], "a port is between 0 and 65535"),
+    "a port that is no number": ("flag", lambda t: ["--port", "auto"], "expected a port number"),
     "an unknown flag": ("flag", lambda t: ["--learning-rate", "2e-5"],
                         "unrecognized arguments: --learning-rate 2e-5"),
 }
