@@ -29,9 +29,8 @@ from pathlib import Path
 from common.errors import fail
 from common.interrupt import report_stops
 
-# the course's own accelerate config files (configs/ beside common/): given with --config_file,
-# they are the only file accelerate launch reads, so a user's default config changes nothing
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+# the fix to print: the course's own config file (configs/), which, given with --config_file,
+# is the only file accelerate launch reads, so a user's default config changes nothing
 CPU_LAUNCH = ("ACCELERATE_USE_CPU=1 accelerate launch --config_file "
               "configs/cpu-2-processes.yaml --num_processes {n}")
 
