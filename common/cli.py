@@ -76,6 +76,12 @@ def parse_args(argv=None, description=None):
                         help="per process")
     parser.add_argument("--eval-batch-size", type=positive_int, default=8, help="per process")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--deterministic", action="store_true",
+                        help="deterministic kernels only (torch.use_deterministic_algorithms), "
+                             "so that two runs on a CUDA GPU give the same numbers; there, set "
+                             "CUBLAS_WORKSPACE_CONFIG=:4096:8 in the environment too, as make "
+                             "course does (on the CPU the course's kernels are deterministic "
+                             "already)")
     parser.add_argument("--max-train-steps", type=positive_int, default=None,
                         help="stop after this many optimizer steps (short runs for tests)")
     parser.add_argument("--output-dir", default="outputs",

@@ -71,6 +71,28 @@ def launcher_command_line():
     return [word for word in raw.decode(errors="replace").split("\0") if word]
 
 
+def launcher_environment():
+    """Return the environment the parent process (the launcher) was started with, as a dict,
+    or None where it cannot be read (not Linux, or not allowed)."""
+    try:
+        raw = Path(f"/proc/{os.getppid()}/environ").read_bytes()
+    except OSError:
+        return None
+    pairs = (entry.split("=", 1) for entry in raw.decode(errors="replace").split("\0"))
+    return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
+
+
+def launcher_set(name):
+    """Return True if the variable name is in this process's environment because the launcher
+    set it, not because it was already in the launcher's own environment (a cluster's job
+    script exports MASTER_ADDR for every command it runs). Where the launcher's environment
+    cannot be read, a variable that is here counts as set by the launcher."""
+    if name not in os.environ:
+        return False
+    inherited = launcher_environment()
+    return inherited is None or inherited.get(name) != os.environ[name]
+
+
 def processes_asked(words):
     """Return the N of --num_processes N (or --num-processes=N) in a launcher's command line,
     or None when it does not say."""
@@ -96,10 +118,18 @@ def launch_problem(script_joins_processes):
     which N launched processes would run as N separate trainings.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    srun_tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS", "1") or 1)
+    if "WORLD_SIZE" not in os.environ and srun_tasks > 1:
+        # srun starts N copies of the command; without a launcher nothing joins them
+        return (f"srun started this script as {srun_tasks} separate tasks, without a launcher "
+                "(no WORLD_SIZE): each would train alone on all the data and write the same "
+                "metrics.json; start one task per machine that runs torchrun or accelerate "
+                "launch (docs/cluster.md)")
     if world_size <= 1:
         # accelerate launch's one-process launcher sets MASTER_ADDR only when it was asked for
-        # more than one process (or machine): then it ran the script once, not N times
-        if "MASTER_ADDR" in os.environ and "ACCELERATE_DYNAMO_BACKEND" in os.environ:
+        # more than one process (or machine): then it ran the script once, not N times (a
+        # MASTER_ADDR the launcher itself was given, as a cluster job exports it, says nothing)
+        if launcher_set("MASTER_ADDR") and "ACCELERATE_DYNAMO_BACKEND" in os.environ:
             asked = processes_asked(launcher_command_line())
             wanted = f"{asked} processes" if asked else "several processes"
             return (f"accelerate launch was asked for {wanted} but started this script as one "

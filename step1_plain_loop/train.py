@@ -23,7 +23,7 @@ from common.output import write_metrics
 
 # %%
 def training_function(args):
-    set_seed(args.seed)
+    set_seed(args.seed, deterministic=args.deterministic)
 
     # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
     checkpoint = resolve_checkpoint(args.checkpoint)

@@ -30,7 +30,7 @@ def training_function(args):
     # process per machine)
     accelerator.print(accelerator.state)
 
-    set_seed(args.seed)
+    set_seed(args.seed, deterministic=args.deterministic)
 
     # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
     checkpoint = resolve_checkpoint(args.checkpoint)

@@ -146,7 +146,7 @@ def main():
     # step 4: the model is created once, before the launch, on the CPU: its new head gets its
     # random weights from this seed, and every launched process starts from this one copy (keep
     # it off the TPU here: torch_xla refuses to launch once the TPU has been used)
-    set_seed(args.seed)
+    set_seed(args.seed, deterministic=args.deterministic)
     checkpoint = resolve_checkpoint(args.checkpoint)
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
     # step 4: start training_function in num_processes processes; in Colab or Kaggle with a TPU,

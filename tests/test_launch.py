@@ -133,14 +133,15 @@ def test_the_launch_check_against_the_gpus_of_the_machine(monkeypatch, capsys, g
 
 ONE = {"OMP_NUM_THREADS": "1"}  # one thread per CPU process: numbers that do not depend on cores
 CPU = {"ACCELERATE_USE_CPU": "1", **ONE}
+GPU = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}  # deterministic cuBLAS, with --deterministic
 
 
 @pytest.mark.parametrize("gpus,tpu,launches", [
     (0, False, {1: ("python", 1, ONE), 2: ("python", 1, ONE),
                 3: ("accelerate launch", 2, CPU), 4: ("notebook_launcher", 2, ONE)}),
-    (1, False, {1: ("python", 1, {}), 2: ("python", 1, {}),
+    (1, False, {1: ("python", 1, GPU), 2: ("python", 1, GPU),
                 3: ("accelerate launch", 2, CPU), 4: ("notebook_launcher", 2, CPU)}),
-    (2, False, {1: ("python", 1, {}), 2: ("python", 1, {}),
+    (2, False, {1: ("python", 1, GPU), 2: ("python", 1, GPU),
                 3: ("accelerate launch", 2, {}), 4: ("notebook_launcher", 2, {})}),
     (8, False, {3: ("accelerate launch", 2, {}), 4: ("notebook_launcher", 2, {})}),
     (0, True, {1: ("python", 1, {**ONE, "USE_TORCH_XLA": "0"}),
@@ -154,6 +155,10 @@ def test_the_launch_plan_for_each_kind_of_machine(gpus, tpu, launches):
             (launcher, processes, env), step
     if gpus == 1:
         assert "one GPU cannot take 2 processes" in planned[3].where
+    # on a GPU, steps 1 and 2 run with deterministic kernels (else they cannot be identical)
+    deterministic = gpus > 0 and not tpu
+    assert all(("--deterministic" in planned[step].command) == deterministic for step in (1, 2))
+    assert not any("--deterministic" in planned[step].command for step in (3, 4))
     # on 2 GPUs and more, one process per GPU up to the number asked
     assert plan(8, processes=4)[3].processes == 4 and plan(3, processes=4)[3].processes == 3
     assert plan(0, launcher="torchrun")[3].command[:3] == \

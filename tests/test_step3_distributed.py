@@ -101,8 +101,18 @@ def test_gather_and_truncate_over_a_grid_of_sizes(lab_runs, three_processes, n):
         in report["cases"]
 
 
+def slurm_task(rank):
+    """What a SLURM job of 2 nodes gives the launcher on node `rank`, started by
+    `srun --ntasks-per-node 1` (docs/cluster.md): srun's variables (its step has 2 tasks, one
+    per node) and the MASTER_ADDR the job script exports."""
+    return dict(SLURM_JOB_ID="4242", SLURM_NNODES="2", SLURM_NTASKS="2",
+                SLURM_STEP_NUM_TASKS="2", SLURM_PROCID=str(rank), SLURM_NODEID=str(rank),
+                SLURM_LOCALID="0", MASTER_ADDR="127.0.0.1")
+
+
 def launch_two_machines(tmp_path, launcher):
-    """Run step 3 as 2 machines of 1 process each on 127.0.0.1; return (run, outputs)."""
+    """Run step 3 as 2 machines of 1 process each on 127.0.0.1, each launcher started as
+    SLURM's srun starts it; return (run, outputs)."""
     plan = lab.write_plan(3, {"lesson": STEPS[3]}, tmp_path, processes=2)
     port = free_port()
     commands = []
@@ -120,10 +130,10 @@ def launch_two_machines(tmp_path, launcher):
     # the README's commands: ACCELERATE_USE_CPU=1 for accelerate launch; for torchrun, one
     # thread per process, which accelerate launch and torchrun --nproc_per_node 2 set by
     # themselves (a machine of one process keeps all its cores: here two "machines" share 2)
-    env = offline_env(ACCELERATE_USE_CPU="1") if launcher == "accelerate" else \
-        offline_env(OMP_NUM_THREADS="1")
-    launches = [subprocess.Popen(words, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True) for words in commands]
+    env = dict(ACCELERATE_USE_CPU="1") if launcher == "accelerate" else dict(OMP_NUM_THREADS="1")
+    launches = [subprocess.Popen(words, cwd=REPO, env=offline_env(**env, **slurm_task(rank)),
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                for rank, words in enumerate(commands)]
     outputs = []
     for launch in launches:
         output, _ = launch.communicate(timeout=600)

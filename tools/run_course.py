@@ -33,6 +33,7 @@ import glob
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -103,9 +104,18 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False):
     cpu_env = {} if on_gpus else {"ACCELERATE_USE_CPU": "1", **one_thread, **no_xla}
     single = ("1 process on GPU 0" if gpus and not tpu else
               "1 process on Apple's GPU (mps)" if mps and not tpu else "1 process on the CPU")
+    # on a CUDA GPU, steps 1 and 2 are identical only with deterministic kernels: the
+    # attention's backward (memory-efficient SDPA) adds in a varying order unless PyTorch's
+    # deterministic mode is on (attention_backward.cu), and cuBLAS needs a fixed workspace
+    on_gpu = bool(gpus) and not tpu
+    deterministic = ["--deterministic"] if on_gpu else []
+    if on_gpu:
+        single += ", deterministic kernels (--deterministic), so that steps 1 and 2 can match"
     for step in (1, 2):
-        plans[step] = Launch("python", [sys.executable, f"{FOLDERS[step]}/train.py"],
-                             {} if gpus and not tpu else {**one_thread, **no_xla}, 1, single)
+        plans[step] = Launch("python", [sys.executable, f"{FOLDERS[step]}/train.py",
+                                        *deterministic],
+                             {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"} if on_gpu
+                             else {**one_thread, **no_xla}, 1, single)
     if on_gpus:
         where = f"{n} processes, one per GPU (nccl)"
     elif gpus == 1:
@@ -153,6 +163,12 @@ def machine():
     """Return (CUDA GPUs, whether a TPU is attached, whether Apple's GPU (mps) is there, a few
     words about it) for this machine."""
     import torch
+    problem = gpu_problem(torch)
+    if problem:
+        # every step then runs on the CPU, and the plan says why in its first line
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        return 0, False, False, (f"no GPU this torch can use, {os.cpu_count()} CPU cores; "
+                                 f"{problem}")
     gpus = torch.cuda.device_count()
     mps = not gpus and torch.backends.mps.is_available()
     # a TPU: PJRT_DEVICE=TPU, or a Google TPU chip on the PCI bus (torch_xla's own test)
@@ -167,6 +183,85 @@ def machine():
     if mps:
         return 0, False, True, f"Apple's GPU (mps), {os.cpu_count()} CPU cores"
     return 0, False, False, f"no GPU, {os.cpu_count()} CPU cores"
+
+
+# the oldest NVIDIA driver each CUDA major version runs on (NVIDIA's CUDA release notes, minor
+# version compatibility): a torch wheel built for CUDA 13.x needs 580, one for 12.x needs 525
+MIN_DRIVER = {12: 525, 13: 580}
+
+
+def nvidia_driver(version_file="/proc/driver/nvidia/version"):
+    """Return the NVIDIA kernel driver's version (e.g. '535.183.01'), or None if there is none
+    (or not on Linux)."""
+    try:
+        text = Path(version_file).read_text()
+    except OSError:
+        return None
+    match = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+[\d.]*)", text)
+    return match.group(1) if match else None
+
+
+def wheel_for(torch, works):
+    """Return the pip command for this torch version built for the newest CUDA release that
+    works(cuda_version) (torch's own table of its release builds, torch/cuda/__init__.py),
+    or None."""
+    import platform as _platform
+    from torch.cuda import PYTORCH_RELEASES_CODE_CC
+    base = torch.__version__.split("+")[0]
+    arch = "aarch64" if _platform.machine().lower() == "aarch64" else "x86_64"
+    for cuda in sorted(PYTORCH_RELEASES_CODE_CC, key=lambda v: tuple(map(int, v.split("."))),
+                       reverse=True):
+        if works(cuda, PYTORCH_RELEASES_CODE_CC[cuda].get(arch, set())):
+            return (f"pip install torch=={base} --index-url "
+                    f"https://download.pytorch.org/whl/cu{cuda.replace('.', '')}")
+    return None
+
+
+def gpu_problem(torch, version_file="/proc/driver/nvidia/version"):
+    """Return None if this torch can use every NVIDIA GPU it counts (or there is none), else
+    one line saying why not and what to install. Three ways it cannot, each of which would
+    otherwise be a crash deep in a step or a silent run on the CPU:
+    - a CPU build of torch on a machine with an NVIDIA driver;
+    - a driver too old for the build's CUDA: NVML counts the GPUs, CUDA does not start
+      (torch.cuda.device_count() > 0, torch.cuda.is_available() False);
+    - a GPU whose architecture the build has no kernels for (a P100 or V100 under the CUDA 13
+      build): torch's own table of which code runs on which compute capability decides."""
+    base = torch.__version__.split("+")[0]
+    driver = nvidia_driver(version_file)
+    if torch.version.cuda is None:
+        if driver and not torch.version.hip:
+            return (f"an NVIDIA driver ({driver}) is here, but torch {torch.__version__} is a "
+                    f"CPU build; for the GPU: pip install torch=={base} (on Linux, PyPI's "
+                    "build for CUDA 13.0)")
+        return None
+    counted = torch.cuda.device_count()
+    if counted == 0:
+        return None
+    if not torch.cuda.is_available():
+        cuda = torch.version.cuda
+        need = MIN_DRIVER.get(int(cuda.split(".")[0]))
+        found = int(driver.split(".")[0]) if driver else None
+        fix = wheel_for(torch, lambda c, _: found is not None and
+                        MIN_DRIVER.get(int(c.split(".")[0]), 10**6) <= found)
+        return (f"torch {torch.__version__} counts {counted} GPU{'s' if counted > 1 else ''} but "
+                f"CUDA {cuda} cannot start on them: the NVIDIA driver ({driver or 'unknown'}) is "
+                f"older than CUDA {cuda} needs ({need or 'see NVIDIA'} or newer); update the "
+                f"driver{', or: ' + fix if fix else ''}")
+    from torch.cuda import _code_compatible_with_device, _extract_arch_version
+    built = [_extract_arch_version(arch) for arch in torch.cuda.get_arch_list()]
+    for index in range(counted):
+        major, minor = torch.cuda.get_device_capability(index)
+        device_cc = 10 * major + minor
+        if built and not any(_code_compatible_with_device(device_cc, cc) for cc in built):
+            fix = wheel_for(torch, lambda _, ccs: any(
+                _code_compatible_with_device(device_cc, cc) for cc in ccs))
+            return (f"GPU {index} ({torch.cuda.get_device_name(index)}, compute capability "
+                    f"{major}.{minor}) has no kernels in torch {torch.__version__} (built for "
+                    f"{' '.join(torch.cuda.get_arch_list())}): a step on it would stop with 'no "
+                    "kernel image is available'; "
+                    + (f"install a build that has them: {fix}" if fix else
+                       "no build of this torch has them; see https://pytorch.org/get-started/"))
+    return None
 
 
 def refuse_windows():

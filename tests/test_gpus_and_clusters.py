@@ -1,0 +1,143 @@
+"""GPUs this torch cannot use, and cluster launches, simulated on a machine without either.
+
+- The course runner's GPU check (tools/run_course.gpu_problem) is given a torch whose CUDA
+  answers are those of the machine simulated (a P100, a V100, an H200, a driver too old for
+  the build, a CPU build beside an NVIDIA driver); the decision uses torch's own table of which
+  compiled code runs on which compute capability (torch/cuda/__init__.py, torch 2.13.0).
+- A cluster task is a real process given the environment SLURM gives it: srun's variables
+  without a launcher, or a job script's exported MASTER_ADDR around a one-process launch.
+  (Two machines on loopback, each started as SLURM starts a task, are in
+  test_step3_distributed.py.)
+"""
+
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from conftest import STEPS, assert_ok, read_metrics, run_command, run_step
+from tools.run_course import accelerate_launch, gpu_problem, nvidia_driver
+
+# the x86-64 CUDA 13.0 build's compiled architectures, from torch's own table of its releases
+CUDA13_ARCHS = [f"sm_{cc}" for cc in sorted(torch.cuda.PYTORCH_RELEASES_CODE_CC["13.0"]["x86_64"])]
+DRIVER_535 = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 "
+              "UTC 2024\nGCC version:  gcc version 12.2.0\n")
+DRIVER_580_OPEN = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.03  Release "
+                   "Build  (dvs-builder@U16-I3-B12-2-3)\n")
+
+
+def fake_torch(capability=(9, 0), name="NVIDIA H200", counted=1, starts=True, cuda="13.0"):
+    """A torch whose CUDA answers are those of the machine simulated (the rest is real)."""
+    return SimpleNamespace(
+        __version__=f"2.13.0+cu{cuda.replace('.', '')}" if cuda else "2.13.0+cpu",
+        version=SimpleNamespace(cuda=cuda, hip=None),
+        cuda=SimpleNamespace(device_count=lambda: counted, is_available=lambda: starts,
+                             get_arch_list=lambda: CUDA13_ARCHS,
+                             get_device_capability=lambda index: capability,
+                             get_device_name=lambda index: name))
+
+
+@pytest.fixture
+def driver(tmp_path):
+    """Write an NVIDIA driver's /proc/driver/nvidia/version; return its path."""
+    def write(text):
+        path = tmp_path / "version"
+        path.write_text(text)
+        return str(path)
+    return write
+
+
+def test_the_driver_version_is_read_from_both_kinds_of_kernel_module(driver, tmp_path):
+    assert nvidia_driver(driver(DRIVER_535)) == "535.183.01"
+    assert nvidia_driver(driver(DRIVER_580_OPEN)) == "580.159.03"
+    assert nvidia_driver(str(tmp_path / "absent")) is None
+
+
+@pytest.mark.parametrize("capability,name", [((6, 0), "Tesla P100-PCIE-16GB"),
+                                             ((7, 0), "Tesla V100-SXM2-16GB")])
+def test_a_gpu_the_cuda13_build_has_no_kernels_for_is_named_with_the_build_that_has(
+        driver, capability, name):
+    line = gpu_problem(fake_torch(capability, name), driver(DRIVER_580_OPEN))
+    assert line.startswith(f"GPU 0 ({name}, compute capability {capability[0]}.{capability[1]}) "
+                           "has no kernels in torch 2.13.0+cu130")
+    assert "no kernel image is available" in line
+    # torch's table: of 2.13's builds only CUDA 12.6's has sm_60 and sm_70 code
+    assert line.endswith("install a build that has them: pip install torch==2.13.0 "
+                         "--index-url https://download.pytorch.org/whl/cu126")
+
+
+@pytest.mark.parametrize("capability", [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (12, 0)])
+def test_gpus_the_build_has_kernels_for_pass(driver, capability):
+    # T4, A100, RTX 3090, L4, H100/H200, RTX 5090
+    assert gpu_problem(fake_torch(capability), driver(DRIVER_580_OPEN)) is None
+
+
+def test_a_driver_too_old_for_cuda13_is_named_with_the_build_it_can_run(driver):
+    # NVML counts the GPU, CUDA does not start: torch would silently run on the CPU
+    line = gpu_problem(fake_torch(counted=1, starts=False), driver(DRIVER_535))
+    assert line == ("torch 2.13.0+cu130 counts 1 GPU but CUDA 13.0 cannot start on them: the "
+                    "NVIDIA driver (535.183.01) is older than CUDA 13.0 needs (580 or newer); "
+                    "update the driver, or: pip install torch==2.13.0 --index-url "
+                    "https://download.pytorch.org/whl/cu129")
+
+
+def test_a_cpu_build_beside_an_nvidia_driver_says_how_to_get_the_gpu(driver):
+    line = gpu_problem(fake_torch(cuda=None), driver(DRIVER_580_OPEN))
+    assert line.startswith("an NVIDIA driver (580.159.03) is here, but torch 2.13.0+cpu is a CPU "
+                           "build; for the GPU: pip install torch==2.13.0")
+    assert gpu_problem(fake_torch(cuda=None), driver("")) is None  # a laptop without a GPU
+
+
+def test_the_runner_puts_an_unusable_gpu_aside_and_says_why(monkeypatch, driver):
+    from tools import run_course
+    monkeypatch.setattr(run_course, "gpu_problem", lambda torch: "GPU 0 (Tesla P100) has no kernels")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    gpus, tpu, mps, words = run_course.machine()
+    assert (gpus, tpu, mps) == (0, False, False)
+    assert words.endswith("; GPU 0 (Tesla P100) has no kernels")
+    import os
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""  # every step runs on the CPU, as planned
+
+
+# clusters ---------------------------------------------------------------------------------
+
+# what srun gives a task of `srun --ntasks 2 python step2_accelerate/train.py` (no launcher)
+SRUN_TASK = dict(SLURM_JOB_ID="4242", SLURM_NTASKS="2", SLURM_STEP_NUM_TASKS="2",
+                 SLURM_PROCID="1", SLURM_LOCALID="1", SLURM_NODEID="0")
+
+
+@pytest.mark.parametrize("step", [1, 2])
+def test_srun_without_a_launcher_is_refused_in_one_line(tmp_path, step):
+    result = run_step(step, tmp_path, "--max-train-steps", "2", **SRUN_TASK)
+    assert result.returncode == 1
+    output = result.stdout + result.stderr
+    assert output.strip() == ("error: srun started this script as 2 separate tasks, without a "
+                              "launcher (no WORLD_SIZE): each would train alone on all the data "
+                              "and write the same metrics.json; start one task per machine that "
+                              "runs torchrun or accelerate launch (docs/cluster.md)")
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_job_scripts_master_addr_does_not_refuse_a_one_process_launch(tmp_path):
+    # SLURM and Kubernetes job scripts export MASTER_ADDR for every command they run; the
+    # one-process accelerate launch (configs/1-process.yaml) passes it on unchanged
+    command = accelerate_launch(1) + [str(STEPS[2]), "--output-dir", str(tmp_path),
+                                      "--max-train-steps", "2"]
+    result = run_command(command, MASTER_ADDR="10.1.2.3", MASTER_PORT="29400",
+                         SLURM_JOB_ID="4242", SLURM_NTASKS="1")
+    assert_ok(result)
+    assert read_metrics(tmp_path)["num_processes"] == 1
+
+
+def test_deterministic_kernels_change_nothing_on_the_cpu(tmp_path):
+    # make course passes --deterministic to steps 1 and 2 on a CUDA GPU; on the CPU the
+    # course's kernels are deterministic already, so the flag runs and changes no number
+    runs = {}
+    for flags in ((), ("--deterministic",)):
+        out = tmp_path / ("deterministic" if flags else "default")
+        assert_ok(run_step(1, out, "--max-train-steps", "5", *flags, OMP_NUM_THREADS="1"))
+        runs[flags] = read_metrics(out)
+    plain, deterministic = runs.values()
+    assert plain["train_losses"] == deterministic["train_losses"]
+    assert plain["predictions"] == deterministic["predictions"]
