@@ -141,3 +141,63 @@ def test_deterministic_kernels_change_nothing_on_the_cpu(tmp_path):
     plain, deterministic = runs.values()
     assert plain["train_losses"] == deterministic["train_losses"]
     assert plain["predictions"] == deterministic["predictions"]
+
+
+def test_a_machine_that_goes_away_stops_the_other_in_one_line(tmp_path):
+    # two "machines" on loopback, each a torchrun of one process as srun starts it; machine 1
+    # goes away mid-training (its launcher and worker killed at once, as when a node dies or
+    # a job step is cancelled): machine 0's worker gets gloo's error at its next collective
+    import os
+    import re
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+    from common.launch import free_port
+    from conftest import REPO, offline_env
+    from test_step3_distributed import slurm_task
+    port = free_port()
+    machines = []
+    for rank in (0, 1):
+        words = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank",
+                 str(rank), "--nproc_per_node", "1", "--master_addr", "127.0.0.1",
+                 "--master_port", str(port), str(STEPS[3]), "--output-dir",
+                 str(tmp_path / f"machine{rank}")]
+        machines.append(subprocess.Popen(
+            words, cwd=REPO, env=offline_env(OMP_NUM_THREADS="1", **slurm_task(rank)),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True))
+    try:
+        seen = b""
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and \
+                max(map(int, re.findall(rb"(\d+)/690 \[", seen)), default=0) < 10:
+            seen += os.read(machines[0].stdout.fileno(), 4096)  # until training shows steps
+        # the whole machine: its launcher and its worker (torchrun starts each worker in a
+        # session of its own, so killing the launcher's group would leave the worker training)
+        doomed = [machines[1].pid, *(child.pid for child in
+                                     psutil.Process(machines[1].pid).children(recursive=True))]
+        for pid in doomed:
+            os.kill(pid, signal.SIGKILL)
+        machines[1].wait()
+        gone = time.monotonic()
+        output, _ = machines[0].communicate(timeout=120)
+        seconds = time.monotonic() - gone
+    finally:
+        for machine in machines:
+            for child in psutil.Process(machine.pid).children(recursive=True) \
+                    if machine.poll() is None else []:
+                child.kill()
+            machine.kill()
+    output = (seen + output).decode(errors="replace")
+    assert machines[0].returncode != 0
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, output[-3000:]
+    assert errors[0].startswith("error: process 0 of 2 lost another process of this run (")
+    assert errors[0].endswith(") and stops too, with nothing written; the output of the process "
+                              "that stopped first says why")
+    assert "Traceback" not in output.split("error: process 0")[0]  # the worker's own: one line
+    assert seconds < 60  # gloo reports the closed connection at once (seen: 1 to 2 s)
+    assert not (tmp_path / "machine0" / "metrics.json").exists()
+    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout
+    assert left == "", left
