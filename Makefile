@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: course test benchmark lesson notebook readme xla-lane install clean what-if exercise check verify-embedded
+.PHONY: course test benchmark lesson notebook readme xla-lane install clean what-if exercise check verify-embedded gpu-check gpu-bundle
 
 $(BIN)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,3 +63,10 @@ check: install
 # rebuild the embedded data and checkpoint from source into a temporary folder and compare
 verify-embedded: install
 	$(BIN)/python tools/verify_embedded.py $(ARGS)
+
+# the course on one CUDA GPU, in a few minutes, as a table (docs/gpu.md); with no GPU: one line, exit 1
+gpu-check: install
+	$(BIN)/python tools/gpu_check.py $(ARGS)
+# the pinned packages as wheels for a GPU machine without network (gpu-bundle/; see docs/gpu.md)
+gpu-bundle: install
+	$(BIN)/python tools/gpu_bundle.py $(ARGS)

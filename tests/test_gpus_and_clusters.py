@@ -201,3 +201,11 @@ def test_a_machine_that_goes_away_stops_the_other_in_one_line(tmp_path):
     assert not (tmp_path / "machine0" / "metrics.json").exists()
     left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout
     assert left == "", left
+
+
+def test_the_gpu_check_without_a_gpu_says_so_in_one_line():
+    result = run_command([sys.executable, "tools/gpu_check.py"])
+    assert result.returncode == 1
+    assert (result.stdout + result.stderr).strip() == (
+        "error: no CUDA GPU here (torch.cuda.is_available() is False); make gpu-check runs on a "
+        "machine with an NVIDIA GPU")

@@ -206,7 +206,10 @@ def wheel_for(torch, works):
     works(cuda_version) (torch's own table of its release builds, torch/cuda/__init__.py),
     or None."""
     import platform as _platform
-    from torch.cuda import PYTORCH_RELEASES_CODE_CC
+    try:
+        from torch.cuda import PYTORCH_RELEASES_CODE_CC
+    except ImportError:  # a torch older than this table (a GPU image's own)
+        return None
     base = torch.__version__.split("+")[0]
     arch = "aarch64" if _platform.machine().lower() == "aarch64" else "x86_64"
     for cuda in sorted(PYTORCH_RELEASES_CODE_CC, key=lambda v: tuple(map(int, v.split("."))),
@@ -247,8 +250,13 @@ def gpu_problem(torch, version_file="/proc/driver/nvidia/version"):
                 f"CUDA {cuda} cannot start on them: the NVIDIA driver ({driver or 'unknown'}) is "
                 f"older than CUDA {cuda} needs ({need or 'see NVIDIA'} or newer); update the "
                 f"driver{', or: ' + fix if fix else ''}")
-    from torch.cuda import _code_compatible_with_device, _extract_arch_version
-    built = [_extract_arch_version(arch) for arch in torch.cuda.get_arch_list()]
+    try:
+        from torch.cuda import _code_compatible_with_device
+    except ImportError:  # a torch older than that table: same major version, minor not above
+        def _code_compatible_with_device(device_cc, code_cc):
+            return device_cc // 10 == code_cc // 10 and device_cc % 10 >= code_cc % 10
+    built = [int(arch.split("_")[1].rstrip("af")) for arch in torch.cuda.get_arch_list()
+             if arch.startswith("sm_")]
     for index in range(counted):
         major, minor = torch.cuda.get_device_capability(index)
         device_cc = 10 * major + minor

@@ -1,0 +1,169 @@
+"""The course on one CUDA GPU, in one go: `make gpu-check` (a few minutes), then a table.
+
+    python tools/gpu_check.py                      print the table
+    python tools/gpu_check.py --write docs/gpu.md  and write it into that page
+
+What it runs, each as a class would, on the embedded default (full runs):
+  - the launch plan make course prints here;
+  - steps 1 and 2 on the GPU, as make course runs them (--deterministic), and whether they are
+    identical (predictions, losses, accuracy and F1);
+  - step 3 as one process on the GPU (accelerate launch, configs/1-process.yaml), and as the
+    README's 2 CPU processes (the plan's launch for step 3 on one GPU);
+  - step 4 as the README says (python step4_tpu_notebook/train.py: 2 processes asked for on
+    one GPU, which it must put on the CPU and say so), and with --num-processes 1 (what
+    notebook_launcher does in a Colab notebook with one GPU: the function in the notebook's
+    own process, on the GPU).
+The table names the machine and the versions it ran on. With no GPU it says so in one line
+and exits 1; it exits 1 too when a row does not do what it must.
+
+A GPU machine without network access lacks the course's pinned packages: `make gpu-bundle`
+(tools/gpu_bundle.sh) downloads them here, as wheels, into gpu-bundle/, with an install script
+that adds them to the GPU machine's own torch.
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from tools.run_course import (FOLDERS, Launch, accelerate_launch, compare,  # noqa: E402
+                              cpu_name, gpu_problem, machine, nvidia_driver, plan)
+
+PACKAGES = ("torch", "transformers", "accelerate", "datasets", "evaluate", "tokenizers",
+            "huggingface_hub")
+BEGIN, END = "<!-- gpu-check: begin -->", "<!-- gpu-check: end -->"
+
+
+def versions():
+    """Return 'torch 2.13.0+cu130, transformers 5.24.0, ...' for the packages that matter."""
+    found = []
+    for name in PACKAGES:
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} missing")
+    return ", ".join(found)
+
+
+def run(launch, output_dir, flags=()):
+    """Run one launch of a step; return (metrics or None, seconds, its output)."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "metrics.json").unlink(missing_ok=True)
+    # the steps import common/ from the repository, installed or not (a GPU image's python)
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=path, **launch.env)
+    start = time.perf_counter()
+    result = subprocess.run(launch.command + [*flags, "--output-dir", str(output_dir)],
+                            cwd=REPO, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    output = result.stdout + result.stderr
+    (output_dir / "train.log").write_text(output)
+    metrics = output_dir / "metrics.json"
+    if result.returncode != 0 or not metrics.exists():
+        return None, seconds, output
+    return json.loads(metrics.read_text()), seconds, output
+
+
+def device_of(output):
+    """Return the device a run reports (Accelerate's state print, steps 3 and 4: 'Device:
+    cuda:0'); steps 1 and 2 print none: they pick cuda whenever torch.cuda.is_available()."""
+    for line in output.splitlines():
+        if line.startswith("Device: "):
+            return line.split(": ", 1)[1]
+    import torch
+    return f"{'cuda' if torch.cuda.is_available() else 'cpu'} (the step picks it)"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output-dir", default="outputs/gpu-check")
+    parser.add_argument("--write", help="a page to write the table into (between its markers)")
+    parser.add_argument("--rehearse", action="store_true",
+                        help="run every row on this machine without a GPU, to check the script "
+                             "itself (the GPU rows' 'must' cannot hold then)")
+    parser.add_argument("--step-flags", default="",
+                        help="flags for every step, e.g. '--max-train-steps 20' (a rehearsal)")
+    args = parser.parse_args()
+    step_flags = tuple(args.step_flags.split())
+    import torch
+    problem = gpu_problem(torch)
+    if problem:
+        sys.exit(f"error: {problem}")
+    if not torch.cuda.is_available() and not args.rehearse:
+        sys.exit("error: no CUDA GPU here (torch.cuda.is_available() is False); make gpu-check "
+                 "runs on a machine with an NVIDIA GPU")
+    # one GPU, the case a class meets most (Colab, Kaggle, a laptop): GPU 0 only
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")
+    gpus, tpu, mps, hardware = machine()
+    launches = plan(max(gpus, 1), tpu)  # a rehearsal plans as if for one GPU
+    out = Path(args.output_dir)
+    lines = [f"Machine: {hardware} ({cpu_name()}), NVIDIA driver "
+             f"{nvidia_driver()}; Python {platform.python_version()}; {versions()}.", "",
+             "The plan `make course` prints here:", "", "```text"]
+    lines += [f"step {step}  {launch.launcher:<18} {launch.where}" for step, launch in
+              launches.items()]
+    lines += ["```", "", "| run | how | device | processes | accuracy | F1 | wall s | must | holds |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    failed = False
+    results = {}
+
+    def row(name, how, launch, must, check, flags=()):
+        nonlocal failed
+        metrics, seconds, output = run(launch, out / name, step_flags + tuple(flags))
+        results[name] = metrics
+        holds = metrics is not None and check(metrics, output)
+        failed |= not holds
+        cells = [name, how, device_of(output),
+                 str(metrics["num_processes"]) if metrics else "-",
+                 f"{metrics['accuracy']:.4f}" if metrics else "FAILED",
+                 f"{metrics['f1']:.4f}" if metrics else "-", f"{seconds:.0f}", must,
+                 "yes" if holds else "**NO**"]
+        lines.append("| " + " | ".join(cells) + " |")
+        print(lines[-1], flush=True)
+        if metrics is None:
+            print("    " + "\n    ".join(output.strip().splitlines()[-5:]), flush=True)
+
+    step = {n: f"{FOLDERS[n]}/train.py" for n in FOLDERS}
+    row("step1", "`python` (make course: --deterministic)", launches[1], "runs on the GPU",
+        lambda m, o: True)
+    row("step2", "`python` (make course: --deterministic)", launches[2],
+        "identical to step 1", lambda m, o: results["step1"] is not None
+        and compare(results["step1"], m, None)[1])
+    one_gpu = Launch("accelerate launch", accelerate_launch(1) + [step[3]], {}, 1, "GPU 0")
+    row("step3-gpu", "`accelerate launch --config_file configs/1-process.yaml`", one_gpu,
+        "1 process on the GPU, 408 kept", lambda m, o: m["num_processes"] == 1
+        and len(m["predictions"]) == 408 and "cuda" in device_of(o))
+    row("step3-cpu", "the README's 2 CPU processes (`ACCELERATE_USE_CPU=1`)", launches[3],
+        "2 processes, 416 gathered, 408 kept", lambda m, o: m["num_processes"] == 2
+        and m.get("eval_gathered") == 416 and len(m["predictions"]) == 408)
+    readme_step4 = Launch("notebook_launcher", [sys.executable, step[4]], {}, 2, "as asked")
+    row("step4", "`python step4_tpu_notebook/train.py` (2 processes asked)", readme_step4,
+        "the CPU, saying so in one line", lambda m, o: m["num_processes"] == 2
+        and "note: 2 processes asked for and 1 GPU here" in o)
+    row("step4-1", "`--num-processes 1` (Colab's one-GPU branch: in place)", readme_step4,
+        "1 process on the GPU", lambda m, o: m["num_processes"] == 1 and "cuda" in device_of(o),
+        flags=("--num-processes", "1"))
+    if args.rehearse:
+        lines.insert(0, "A rehearsal on a machine without a GPU: it checks this script, not a GPU.\n")
+    table = "\n".join(lines)
+    print("\n" + table)
+    if args.write:
+        page = Path(args.write)
+        text = page.read_text()
+        before, rest = text.split(BEGIN, 1)
+        after = rest.split(END, 1)[1]
+        stamp = time.strftime("%Y-%m-%d")
+        page.write_text(f"{before}{BEGIN}\nRun on {stamp}:\n\n{table}\n{END}{after}")
+        print(f"\nwritten into {page}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
