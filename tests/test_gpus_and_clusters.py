@@ -107,9 +107,9 @@ SRUN_TASK = dict(SLURM_JOB_ID="4242", SLURM_NTASKS="2", SLURM_STEP_NUM_TASKS="2"
                  SLURM_PROCID="1", SLURM_LOCALID="1", SLURM_NODEID="0")
 
 
-@pytest.mark.parametrize("step", [1, 2])
-def test_srun_without_a_launcher_is_refused_in_one_line(tmp_path, step):
-    result = run_step(step, tmp_path, "--max-train-steps", "2", **SRUN_TASK)
+def test_srun_without_a_launcher_is_refused_in_one_line(tmp_path):
+    # a real process of step 2 (step 1 alike: the same guard_launch, before anything loads)
+    result = run_step(2, tmp_path, "--max-train-steps", "2", **SRUN_TASK)
     assert result.returncode == 1
     output = result.stdout + result.stderr
     assert output.strip() == ("error: srun started this script as 2 separate tasks, without a "
@@ -130,17 +130,16 @@ def test_a_job_scripts_master_addr_does_not_refuse_a_one_process_launch(tmp_path
     assert read_metrics(tmp_path)["num_processes"] == 1
 
 
-def test_deterministic_kernels_change_nothing_on_the_cpu(tmp_path):
+def test_deterministic_kernels_change_nothing_on_the_cpu(tmp_path, lab_runs):
     # make course passes --deterministic to steps 1 and 2 on a CUDA GPU; on the CPU the
-    # course's kernels are deterministic already, so the flag runs and changes no number
-    runs = {}
-    for flags in ((), ("--deterministic",)):
-        out = tmp_path / ("deterministic" if flags else "default")
-        assert_ok(run_step(1, out, "--max-train-steps", "5", *flags, OMP_NUM_THREADS="1"))
-        runs[flags] = read_metrics(out)
-    plain, deterministic = runs.values()
-    assert plain["train_losses"] == deterministic["train_losses"]
-    assert plain["predictions"] == deterministic["predictions"]
+    # course's kernels are deterministic already, so the flag runs and changes no number:
+    # step 1 with it equals the lab's short run of step 1 without it
+    from tools import lab
+    without = lab_runs(2).one["step1"]
+    assert_ok(run_step(1, tmp_path, *lab.SHORT_RUN, "--deterministic", OMP_NUM_THREADS="1"))
+    deterministic = read_metrics(tmp_path)
+    assert deterministic["train_losses"] == without["losses"]
+    assert deterministic["predictions"] == without["predictions"]
 
 
 def test_a_machine_that_goes_away_stops_the_other_in_one_line(tmp_path):

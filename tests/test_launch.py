@@ -147,9 +147,13 @@ GPU = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}  # deterministic cuBLAS, with --det
     (0, True, {1: ("python", 1, {**ONE, "USE_TORCH_XLA": "0"}),
                3: ("accelerate launch", 2, {**CPU, "USE_TORCH_XLA": "0"}),
                4: ("notebook_launcher", 0, {})}),
+    # a TPU machine whose environment has no torch_xla (make course's .venv): step 4 on CPU
+    # processes, PJRT_DEVICE emptied so that notebook_launcher does not take its TPU branch
+    (0, "no torch_xla", {4: ("notebook_launcher", 2, {**ONE, "USE_TORCH_XLA": "0",
+                                                      "PJRT_DEVICE": ""})}),
 ])
 def test_the_launch_plan_for_each_kind_of_machine(gpus, tpu, launches):
-    planned = plan(gpus, tpu)
+    planned = plan(gpus, bool(tpu), xla=tpu is True)
     for step, (launcher, processes, env) in launches.items():
         assert (planned[step].launcher, planned[step].processes, planned[step].env) == \
             (launcher, processes, env), step
@@ -157,6 +161,8 @@ def test_the_launch_plan_for_each_kind_of_machine(gpus, tpu, launches):
         assert "one GPU cannot take 2 processes" in planned[3].where
     # on a GPU, steps 1 and 2 run with deterministic kernels (else they cannot be identical)
     deterministic = gpus > 0 and not tpu
+    if tpu == "no torch_xla":
+        assert "torch_xla is not installed here" in planned[4].where
     assert all(("--deterministic" in planned[step].command) == deterministic for step in (1, 2))
     assert not any("--deterministic" in planned[step].command for step in (3, 4))
     # on 2 GPUs and more, one process per GPU up to the number asked

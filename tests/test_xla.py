@@ -100,3 +100,17 @@ def test_a_full_run_on_xla_learns_like_the_same_run_on_plain_cpu(tmp_path):
     assert on_xla["accuracy"] >= 0.80 and on_cpu["accuracy"] >= 0.80
     assert abs(on_xla["accuracy"] - on_cpu["accuracy"]) <= 0.05
     assert abs(on_xla["f1"] - on_cpu["f1"]) <= 0.05
+
+
+def test_torch_xla_counts_the_same_chips(tmp_path, monkeypatch):
+    # in the XLA lane: torch_xla's own count over the same fake trees
+    import glob
+    import torch_xla._internal.tpu as tpu
+    from common.tpu import tpu_chips
+    from test_tpu_detection import GVNIC, fake_pci
+    for name, devices in [("v3", [("0x1ae0", "0x0027")] * 4), ("gvnic", [GVNIC]),
+                          ("v5e", [GVNIC] + [("0x1ae0", "0x0063")] * 8)]:
+        root = fake_pci(tmp_path / name, *devices)
+        paths = sorted(glob.glob(f"{root}/*/vendor"))
+        monkeypatch.setattr(tpu.glob, "glob", lambda pattern, paths=paths: paths)
+        assert tpu.num_available_chips() == len(tpu_chips(root)), name

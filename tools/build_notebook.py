@@ -18,6 +18,7 @@ notebook is train.py's own code, and tests/test_step4_notebook.py fails when the
 
 import argparse
 import base64
+import inspect
 import io
 import os
 import re
@@ -30,6 +31,9 @@ import jupytext
 import nbformat
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from common.tpu import tpu_chips  # noqa: E402
+
 FOLDER = REPO / "step4_tpu_notebook"
 TRAIN = FOLDER / "train.py"
 CELLS = FOLDER / "notebook_cells.py"
@@ -68,15 +72,22 @@ def pinned_packages():
             if line.strip() and not line.startswith("#") and not line.startswith(skip)]
 
 
+# the setup cell runs before the course is installed: it carries the one TPU test's source
+TPU_CHIPS_SOURCE = inspect.getsource(tpu_chips).rstrip()
+
+
 def setup_cell():
     """Return the source of the notebook's setup cell."""
     packages = ", ".join(f'"{p}"' for p in pinned_packages())
-    return f'''import base64, glob, importlib.util, io, os, subprocess, sys, zipfile
+    return f'''import base64, importlib.util, io, os, subprocess, sys, zipfile
 
 ON_COLAB_OR_KAGGLE = "google.colab" in sys.modules or any(k.startswith("KAGGLE") for k in os.environ)
-# a Google TPU chip on the PCI bus: how torch_xla itself finds one (vendor 0x1ae0)
-TPU_ATTACHED = any(open(path).read().strip() == "0x1ae0"
-                   for path in glob.glob("/sys/bus/pci/devices/*/vendor"))
+
+
+{TPU_CHIPS_SOURCE}
+
+# a TPU chip on the PCI bus, found as torch_xla finds one (common/tpu.py's tpu_chips)
+TPU_ATTACHED = bool(tpu_chips())
 PACKAGES = [{packages}]
 
 if ON_COLAB_OR_KAGGLE:

@@ -29,7 +29,6 @@ dataset, the output folder) stops the course there: every later step would refus
 """
 
 import argparse
-import glob
 import json
 import os
 import platform
@@ -78,7 +77,7 @@ def torchrun(n):
             str(n)]
 
 
-def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False):
+def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False, xla=None):
     """Return {step: Launch} for a machine with `gpus` CUDA GPUs (and a TPU or not, Apple's
     GPU, mps, or not).
 
@@ -89,7 +88,8 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False):
       multi-GPU launch needs a GPU of its own (NCCL cannot put two on one).
     several GPUs: steps 1-2 on one GPU; steps 3-4 one process per GPU, at most `processes`.
     a TPU: steps 1-3 as without a GPU, on the CPU (Accelerate told to ignore torch_xla);
-      step 4 through notebook_launcher, which takes every TPU chip in Colab or Kaggle.
+      step 4 through notebook_launcher, which takes every TPU chip in Colab or Kaggle, when
+      torch_xla is installed (xla; None: look); without it, on CPU processes, saying so.
     mps (a Mac with Apple silicon, no CUDA): steps 1-2 pick mps by themselves; steps 3-4 on
       CPU processes, as without a GPU (gloo on the CPU; Accelerate joins no processes on mps).
     """
@@ -127,9 +127,18 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False):
     plans[3] = Launch("torchrun" if launcher == "torchrun" else "accelerate launch",
                       words + [f"{FOLDERS[3]}/train.py"], cpu_env, n, where)
     step4 = [sys.executable, f"{FOLDERS[4]}/train.py", "--num-processes", str(n)]
-    if tpu:
+    if xla is None:
+        from common.launch import torch_xla_installed
+        xla = torch_xla_installed()
+    if tpu and xla:
         plans[4] = Launch("notebook_launcher", step4, {}, 0,
-                          "every TPU core (in Colab or Kaggle; num_processes is ignored there)")
+                          "every TPU chip (in Colab or Kaggle; num_processes is ignored there)")
+    elif tpu:
+        # PJRT_DEVICE emptied: with it, notebook_launcher in Colab or Kaggle would take its TPU
+        # branch and import the torch_xla that is not here
+        plans[4] = Launch("notebook_launcher", step4, {**one_thread, **no_xla, "PJRT_DEVICE": ""},
+                          n, f"{n} processes on the CPU (gloo): torch_xla is not installed "
+                          "here; on the TPU, run step 4 as the notebook (tpu_training.ipynb)")
     elif gpus == 1:
         plans[4] = Launch("notebook_launcher", step4, cpu_env, n, where)
     elif on_gpus:
@@ -171,12 +180,12 @@ def machine():
                                  f"{problem}")
     gpus = torch.cuda.device_count()
     mps = not gpus and torch.backends.mps.is_available()
-    # a TPU: PJRT_DEVICE=TPU, or a Google TPU chip on the PCI bus (torch_xla's own test)
-    chips = [p for p in glob.glob("/sys/bus/pci/devices/*/vendor")
-             if Path(p).read_text().strip() == "0x1ae0"]
-    tpu = os.environ.get("PJRT_DEVICE") == "TPU" or bool(chips)
-    if tpu:
-        return gpus, True, False, "a TPU"
+    # a TPU: PJRT_DEVICE=TPU, or a TPU chip on the PCI bus (torch_xla's own test)
+    from common.tpu import tpu_chips
+    chips = tpu_chips()
+    if chips or os.environ.get("PJRT_DEVICE") == "TPU":
+        return gpus, True, False, (f"a TPU ({len(chips)} chip{'s' if len(chips) > 1 else ''}, "
+                                   f"{chips[0]})" if chips else "a TPU (PJRT_DEVICE=TPU)")
     if gpus:
         return (gpus, False, False,
                 f"{gpus} GPU{'s' if gpus > 1 else ''} ({torch.cuda.get_device_name(0)})")
