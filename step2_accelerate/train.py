@@ -30,11 +30,14 @@ def training_function(args):
 
     # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
     checkpoint = resolve_checkpoint(args.checkpoint)
-    raw_datasets = load_mrpc(args.dataset)
-    tokenizer = load_tokenizer(checkpoint)
-    train_dataloader, eval_dataloader = get_dataloaders(
-        raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size
-    )
+    # step 2: the main process loads and tokenizes first, filling the datasets cache; the
+    # others wait for it, then read the cache instead of tokenizing the same pairs again
+    with accelerator.main_process_first():
+        raw_datasets = load_mrpc(args.dataset)
+        tokenizer = load_tokenizer(checkpoint)
+        train_dataloader, eval_dataloader = get_dataloaders(
+            raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size
+        )
 
     # a pretrained encoder with a new two-class head, whose random weights come from the seed
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)

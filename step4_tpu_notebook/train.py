@@ -39,13 +39,17 @@ def training_function(model, args):  # step 4: the model comes in from outside
 
     # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
     # step 4: the checkpoint is found in main() now, where the model is created
-    raw_datasets = load_mrpc(args.dataset)
-    tokenizer = load_tokenizer(model.name_or_path)  # step 4: the model knows its checkpoint
-    # step 4: except that every batch is now padded to 128 tokens, the same shape every time,
-    # because XLA compiles a new graph for each new shape
-    train_dataloader, eval_dataloader = get_dataloaders(
-        raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size, pad_to_max_length=128
-    )
+    # step 2: the main process loads and tokenizes first, filling the datasets cache; the
+    # others wait for it, then read the cache instead of tokenizing the same pairs again
+    with accelerator.main_process_first():
+        raw_datasets = load_mrpc(args.dataset)
+        tokenizer = load_tokenizer(model.name_or_path)  # step 4: the model knows its checkpoint
+        # step 4: except that every batch is now padded to 128 tokens, the same shape every
+        # time, because XLA compiles a new graph for each new shape
+        train_dataloader, eval_dataloader = get_dataloaders(
+            raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size,
+            pad_to_max_length=128,
+        )
 
     # step 4: the model is no longer created here: main() creates it and passes it in
     optimizer = AdamW(model.parameters(), lr=args.lr)

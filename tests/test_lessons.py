@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, STEPS
 
 # changed lines (added + removed) allowed in each lesson's diff, docstring included
-BUDGET = {2: 45, 3: 55, 4: 60}
+BUDGET = {2: 50, 3: 55, 4: 60}  # step 2: 50 since main_process_first (5 lines re-indented)
 MARKER_ABOVE = 4  # a marker comment may sit this many lines above the hunk it explains
 
 

@@ -87,9 +87,13 @@ def apply_patch(patch_path, text):
 
 def lab_environment(**extra):
     """Return the environment of a lab run: offline (the hub at a closed local port, so no
-    run waits for retries), and nothing set that a step or launch is meant to do itself."""
+    run waits for retries), on the CPU (no GPU visible), and nothing set that a step or
+    launch is meant to do itself."""
     env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_DISABLE_TELEMETRY="1",
-               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1",
+               # on the CPU, where the lab's tables were measured, GPU or not: a GPU would
+               # change every number (and two processes cannot share one)
+               CUDA_VISIBLE_DEVICES="")
     for name in ("HF_HUB_OFFLINE", "ACCELERATE_USE_CPU", "WORLD_SIZE", "RANK", "LOCAL_RANK",
                  "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
