@@ -29,12 +29,13 @@ test: install
 benchmark: install
 	$(BIN)/python tools/benchmark.py $(ARGS)
 
-# one lesson in the terminal, word by word: make lesson STEP=3
+# one lesson in the terminal, word by word: make lesson STEP=3 (STEP=1: step 1 itself, all new)
 STEP ?= 2
 STEP_DIRS := step1_plain_loop step2_accelerate step3_distributed_eval step4_tpu_notebook
 lesson:
 	@git diff --no-index --color-words \
-		$(word $(shell expr $(STEP) - 1),$(STEP_DIRS))/train.py $(word $(STEP),$(STEP_DIRS))/train.py || true
+		$(if $(filter 1,$(STEP)),/dev/null,$(word $(shell expr $(STEP) - 1),$(STEP_DIRS))/train.py) \
+		$(word $(STEP),$(STEP_DIRS))/train.py || true
 
 # rebuild what is generated from the code: the notebook and the README's diffs
 notebook: install

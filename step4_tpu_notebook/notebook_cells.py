@@ -3,7 +3,7 @@
 #
 # The last step of the course, as a notebook: fine-tune a BERT-style classifier on GLUE MRPC
 # (is sentence 2 a paraphrase of sentence 1?) with the loop of step 3, started by
-# `notebook_launcher` on every TPU core of a Colab or Kaggle TPU runtime, or on 2 processes of
+# `notebook_launcher` on every TPU chip of a Colab or Kaggle TPU runtime, or on 2 processes of
 # a laptop's CPU. It follows Accelerate's "simple NLP example" TPU notebook.
 #
 # The training cells are `step4_tpu_notebook/train.py`'s own cells, copied here by
@@ -124,7 +124,8 @@ print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), refe
 # ## The TPU rules, and the training function
 #
 # Everything from the `Accelerator` to the final metric lives in one function, because
-# `notebook_launcher` runs a *function* in every process (one per TPU core):
+# `notebook_launcher` runs a *function* in every process (one per TPU chip; on TPU v2 and
+# v3, whose chips have two cores, one thread per core inside it):
 #
 # - **The `Accelerator` is created inside it.** Each process sets up its own. If the
 #   notebook has already created one, `notebook_launcher` refuses to launch ("the

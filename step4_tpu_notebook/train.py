@@ -57,6 +57,8 @@ def training_function(model, args):  # step 4: the model comes in from outside
     # step 2: prepare() puts the model and every batch on the right device (no more .to(device));
     # on several processes it also gives each one its own share of the batches and wraps the
     # model in DistributedDataParallel, which averages the gradients of all processes
+    # step 4: on a TPU it does not: it moves the model to this process's XLA device, and the
+    # prepared optimizer.step() averages the gradients of all devices before it steps
     train_dataloader, eval_dataloader, model, optimizer = accelerator.prepare(
         train_dataloader, eval_dataloader, model, optimizer
     )
@@ -138,6 +140,8 @@ def training_function(model, args):  # step 4: the model comes in from outside
     if accelerator.is_main_process:  # step 3: one process writes the results, not all of them
         path = write_metrics(args.output_dir, args, results)
         print(f"metrics written to {path}")
+    # step 4: in processes notebook_launcher started, end_training() leaves the group as it is
+    # (Accelerate skips it there): the launcher ends them, and the group with them
     accelerator.end_training()  # step 3: each process leaves the process group before it exits
 
 
