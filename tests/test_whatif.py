@@ -195,3 +195,15 @@ def test_the_readme_shows_each_steps_table_as_the_lab_measures_it(lab_runs, step
     measured = whatif.block(step, lab_runs(step).rows)
     assert masked(shown[step]) == masked(measured), \
         f"the README's step {step} what-if table is stale: run python tools/whatif.py --readme"
+
+
+def test_the_terminal_gets_plain_text_not_markdown():
+    # make what-if prints for a person at a terminal; the README gets the Markdown (--readme)
+    rows = [{"variant": "lesson", "change": "-", "measured": "2 processes, scored 208 + 208",
+             "verdict": "-", "seconds": 1.0},
+            {"variant": "no_cut", "change": "`- a`<br>`+ b`<br>and 7 more lines",
+             "measured": "2 processes", "verdict": "the cut is gone", "seconds": 1.2}]
+    text = whatif.plain_text(3, rows)
+    assert not any(mark in text for mark in ("<br>", "`", "| ", "**"))
+    assert "  change    - a\n            + b\n            and 7 more lines" in text
+    assert "  result    the cut is gone" in text

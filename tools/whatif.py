@@ -12,7 +12,8 @@ starts (step 3's launched without ACCELERATE_USE_CPU=1, as a student first types
 course's launch check joins them on the CPU). The table says, for each: the change, what was measured (processes, and how many of
 them believed they were alone; pairs each process scored; accuracy; metrics.json writes;
 whether the processes ended with the same weights), the verdict against the lesson, and the
-training time. tests/test_whatif.py runs the same and checks the README's tables.
+training time, as plain text in the terminal (the Markdown tables, with --readme, go to
+the README). tests/test_whatif.py runs the same and checks the README's tables.
 """
 
 import argparse
@@ -52,6 +53,35 @@ def block(step, rows, with_time=True):
     return table + ("\n" + extra if extra else "")
 
 
+def plain_text(step, rows, width=100):
+    """Return a step's what-if results for a terminal: one block per variant (its change,
+    what was measured, the verdict against the lesson, the time), then the variants' notes,
+    as plain wrapped text; the Markdown table is for the README (--readme)."""
+    import textwrap
+
+    def wrapped(label, text):
+        return textwrap.fill(text, width, initial_indent=f"  {label:<10}",
+                             subsequent_indent=" " * 12)
+
+    out = []
+    for row in rows:
+        out.append(f"{row['variant']}  ({row['seconds']:.1f} s of training)")
+        if row["change"] != "-":
+            for i, line in enumerate(row["change"].replace("`", "").split("<br>")):
+                out.append(f"  {'change' if i == 0 else '':<10}{line}")
+        out.append(wrapped("measured", row["measured"]))
+        if row["verdict"] != "-":
+            out.append(wrapped("result", row["verdict"]))
+        out.append("")
+    for variant in lab.variants(step):
+        text = variant.path.read_text().split("\n--- ", 1)[0].splitlines()[1:]
+        note = " ".join(line.strip() for line in text if line.strip())
+        if note:
+            out.append(textwrap.fill(f"{variant.name}: {note}", width))
+            out.append("")
+    return "\n".join(out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--step", type=int, nargs="+", choices=[1, 2, 3, 4], default=[1, 2, 3, 4])
@@ -63,14 +93,14 @@ def main():
     folder = Path(args.output_dir or tempfile.mkdtemp(prefix="whatif-"))
     blocks = {}
     for step in args.step:
-        print(f"\n## Step {step}: {LAUNCHES[step]}, {lab.train_steps(lab.SHORT_RUN)} optimizer "
+        print(f"\nStep {step}: {LAUNCHES[step]}, {lab.train_steps(lab.SHORT_RUN)} optimizer "
               f"steps each (reports in {folder / f'step{step}'})\n", flush=True)
         try:
             rows, _ = lab.what_if(step, folder / f"step{step}")
         except lab.PatchError as error:
             sys.exit(f"error: {error}")
         blocks[step] = block(step, rows)
-        print(blocks[step], flush=True)
+        print(plain_text(step, rows), flush=True)
     print(f"Measured on {describe_machine()}.")
     if args.readme:
         text = README.read_text()
