@@ -114,3 +114,26 @@ def test_torch_xla_counts_the_same_chips(tmp_path, monkeypatch):
         paths = sorted(glob.glob(f"{root}/*/vendor"))
         monkeypatch.setattr(tpu.glob, "glob", lambda pattern, paths=paths: paths)
         assert tpu.num_available_chips() == len(tpu_chips(root)), name
+
+
+def test_two_threads_of_one_process_each_prepare_their_own_model(tmp_path):
+    # TPU v2 and v3: a process per chip and a thread per core (torch_xla's PJRT,
+    # _run_thread_per_device); here one process with CPU_NUM_DEVICES=2 runs two threads, one
+    # per XLA device, both handed the one model created before the launch
+    helper = REPO / "tests" / "helpers" / "xla_threads.py"
+    seen = {}
+    for way in ("shared", "--copy"):
+        report = tmp_path / f"{way.strip('-')}.json"
+        result = run_command([sys.executable, helper, report, way], PJRT_DEVICE="CPU",
+                             CPU_NUM_DEVICES="2")
+        assert_ok(result)
+        seen[way] = json.loads(report.read_text())
+    shared, copied = seen["shared"], seen["--copy"]
+    assert sorted(thread["device"] for thread in shared) == ["xla:0", "xla:1"]
+    # without a copy: one model object for both threads, on whichever device moved it last,
+    # so one thread would train on the other's device
+    assert shared[0]["model_object"] == shared[1]["model_object"]
+    assert any(thread["weights_on"] != thread["device"] for thread in shared)
+    # a copy per thread (copy.deepcopy): each thread its own model, on its own device
+    assert copied[0]["model_object"] != copied[1]["model_object"]
+    assert all(thread["weights_on"] == thread["device"] for thread in copied)
