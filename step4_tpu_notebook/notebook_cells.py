@@ -156,14 +156,20 @@ print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), refe
 # `notebook_launcher(training_function, (model, args), num_processes=args.num_processes)`.
 # What it prints tells you where it runs:
 # - on a Colab or Kaggle TPU: **`Launching a training on TPU cores.`**, then
-#   `Distributed environment: DistributedType.XLA` with one process per core (`num_processes`
+#   `Distributed environment: DistributedType.XLA`, one process per TPU chip (`num_processes`
 #   is ignored there). If you see anything else, the TPU branch was not taken: check that
 #   the setup cell found the TPU (`PJRT_DEVICE=TPU`);
 # - on a CPU (a laptop, this copy): `Launching training on 2 CUDAs.` (Accelerate names CUDA
 #   for any machine without another accelerator), then `MULTI_CPU  Backend: gloo`, `Num
 #   processes: 2`;
 # - on Colab without a TPU, with a CPU or one GPU: `Launching training on one CPU.` or `on
-#   one GPU.`, and the function runs once, in this notebook's process.
+#   one GPU.`, and the function runs once, in this notebook's process;
+# - on Kaggle with one GPU: first `note: 2 processes asked for and 1 GPU here ...`, then the 2
+#   processes on the CPU (gloo): two processes cannot share one GPU. `COURSE_ARGS=
+#   "--num-processes 1"` trains in one process on the GPU instead;
+# - on Kaggle with two GPUs (T4 x2): `DistributedType.MULTI_GPU`, one process per GPU (nccl).
+#
+# (The GPU lines are read in Accelerate's sources and simulated, not yet run on a GPU.)
 
 # %%
 # train.py: cell 3
