@@ -17,15 +17,13 @@ The table names the machine and the versions it ran on. With no GPU it says so i
 and exits 1; it exits 1 too when a row does not do what it must.
 
 A GPU machine without network access lacks the course's pinned packages: `make gpu-bundle`
-(tools/gpu_bundle.sh) downloads them here, as wheels, into gpu-bundle/, with an install script
+(tools/gpu_bundle.py) downloads them here, as wheels, into gpu-bundle/, with an install script
 that adds them to the GPU machine's own torch.
 """
 
 import argparse
-import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
@@ -34,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from tools.run_course import (FOLDERS, Launch, accelerate_launch, compare,  # noqa: E402
-                              cpu_name, gpu_problem, machine, nvidia_driver, plan)
+                              cpu_name, gpu_problem, machine, nvidia_driver, plan, run_step)
 
 PACKAGES = ("torch", "transformers", "accelerate", "datasets", "evaluate", "tokenizers",
             "huggingface_hub")
@@ -50,25 +48,6 @@ def versions():
         except PackageNotFoundError:
             found.append(f"{name} missing")
     return ", ".join(found)
-
-
-def run(launch, output_dir, flags=()):
-    """Run one launch of a step; return (metrics or None, seconds, its output)."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "metrics.json").unlink(missing_ok=True)
-    # the steps import common/ from the repository, installed or not (a GPU image's python)
-    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=path, **launch.env)
-    start = time.perf_counter()
-    result = subprocess.run(launch.command + [*flags, "--output-dir", str(output_dir)],
-                            cwd=REPO, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    output = result.stdout + result.stderr
-    (output_dir / "train.log").write_text(output)
-    metrics = output_dir / "metrics.json"
-    if result.returncode != 0 or not metrics.exists():
-        return None, seconds, output
-    return json.loads(metrics.read_text()), seconds, output
 
 
 def device_of(output):
@@ -116,7 +95,10 @@ def main():
 
     def row(name, how, launch, must, check, flags=()):
         nonlocal failed
-        metrics, seconds, output = run(launch, out / name, step_flags + tuple(flags))
+        # as make course runs a step (its log in out/<name>/step<N>/train.log)
+        metrics, seconds, log, _ = run_step(int(name[len("step")]), launch,
+                                            [*step_flags, *flags], out / name)
+        output = log.read_text(errors="replace")
         results[name] = metrics
         holds = metrics is not None and check(metrics, output)
         failed |= not holds

@@ -35,14 +35,21 @@ LAUNCHES = {1: "1 process (python)", 2: "2 CPU processes (accelerate launch)",
             4: "2 CPU processes (notebook_launcher), dropout off"}
 
 
-def notes(step):
-    """Return the variants' notes: the text of each patch between its first line and its diff."""
+def variant_notes(step):
+    """Return [(variant, note)]: the text of each patch between its first line and its diff,
+    for the variants that have one."""
     found = []
     for variant in lab.variants(step):
         text = variant.path.read_text().split("\n--- ", 1)[0].splitlines()[1:]
         note = " ".join(line.strip() for line in text if line.strip())
         if note:
-            found.append(f"- **{variant.name}**: {note}")
+            found.append((variant.name, note))
+    return found
+
+
+def notes(step):
+    """Return the variants' notes as the README's Markdown list."""
+    found = [f"- **{name}**: {note}" for name, note in variant_notes(step)]
     return "\n".join(found) + ("\n" if found else "")
 
 
@@ -73,12 +80,8 @@ def plain_text(step, rows, width=100):
         if row["verdict"] != "-":
             out.append(wrapped("result", row["verdict"]))
         out.append("")
-    for variant in lab.variants(step):
-        text = variant.path.read_text().split("\n--- ", 1)[0].splitlines()[1:]
-        note = " ".join(line.strip() for line in text if line.strip())
-        if note:
-            out.append(textwrap.fill(f"{variant.name}: {note}", width))
-            out.append("")
+    for name, note in variant_notes(step):
+        out += [textwrap.fill(f"{name}: {note}", width), ""]
     return "\n".join(out)
 
 
