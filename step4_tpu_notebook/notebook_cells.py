@@ -12,19 +12,34 @@
 # %% [markdown]
 # ## Setup
 #
-# The next cell makes this notebook run where you opened it:
+# The next cell makes this notebook run where you opened it, and says in one `setup:` line
+# per decision what it kept and what it installed
+# ([docs/notebook-setup.md](../docs/notebook-setup.md) has its answer for each runtime):
 # - **in the course's folder** (a laptop, after `make install`, with the `.venv` kernel): it
 #   finds everything already there and changes nothing;
-# - **on Colab or Kaggle**: it installs the packages the course pins (on a TPU runtime, torch
-#   and torch_xla 2.9.0, which must be the same release), unpacks the course's `common/`
-#   modules (they are packed in the cell), and, since the course's embedded tiny BERT and
-#   data are not packed, sets `COURSE_ARGS` to the course's own setup: `bert-base-cased` on
-#   GLUE MRPC from the Hugging Face Hub;
+# - **on Colab or Kaggle**: it keeps the runtime's torch (on a TPU runtime, a torch and
+#   torch_xla of one release; otherwise it installs torch and torch_xla 2.9.0, PyTorch's
+#   CPU build of torch, since a TPU machine needs no CUDA), installs the course's versions of
+#   the Hugging Face libraries, and the course itself from `COURSE_SOURCE` (the package
+#   `common`, with the embedded tiny BERT and data: the notebook runs offline there too). If
+#   it upgraded a package this kernel had already loaded, it asks you to restart the runtime
+#   and run the notebook again; on a Python it cannot install for, it says so in one line;
 # - **with a TPU attached**: it sets `PJRT_DEVICE=TPU`, which, with the Colab or Kaggle
 #   environment, is what makes `notebook_launcher` take its TPU branch.
 #
 # Every setting of the notebook comes from `COURSE_ARGS` (the command line of the course's
-# scripts, e.g. `--max-train-steps 50`); set it before this cell to change them.
+# scripts): `--checkpoint bert-base-cased --dataset glue` is the course's real setup, from the
+# Hugging Face Hub. Set `QUICK_RUN = True` below to see the whole notebook finish in a few
+# minutes.
+
+# %%
+import os
+
+# True: 50 optimizer steps instead of 3 epochs, so that the whole notebook finishes in a few
+# minutes (its numbers are then those of a barely trained model)
+QUICK_RUN = False
+if QUICK_RUN:
+    os.environ["COURSE_ARGS"] = os.environ.get("COURSE_ARGS", "") + " --max-train-steps 50"
 
 # %%
 # setup: written by tools/build_notebook.py
@@ -126,6 +141,13 @@ print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), refe
 # Everything from the `Accelerator` to the final metric lives in one function, because
 # `notebook_launcher` runs a *function* in every process (one per TPU chip; on TPU v2 and
 # v3, whose chips have two cores, one thread per core inside it):
+#
+# - **On a TPU, each core takes its own copy of the model and seeds its own generator.** On
+#   TPU v2 and v3 the threads of one process all receive the one model object, and
+#   `prepare()` moves the model it is given to its core in place: without a copy, one core
+#   would train the weights another core moved (accelerate issue #3126). Dropout on the TPU
+#   draws from the core's random generator, which `set_seed` in `main()` cannot reach before
+#   the launch: the function seeds it from `--seed`.
 #
 # - **The `Accelerator` is created inside it.** Each process sets up its own. If the
 #   notebook has already created one, `notebook_launcher` refuses to launch ("the

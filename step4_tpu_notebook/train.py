@@ -5,13 +5,14 @@ Read:  README.md, which explains each step; make lesson STEP=N shows step N's le
 """
 
 # %%
+import copy  # step 4: a model of its own for each TPU core
 import time
 
 import evaluate
 import torch
 from accelerate import Accelerator  # step 2: the one object this lesson adds
 from accelerate import notebook_launcher  # step 4: starts a function in every process
-from accelerate.utils import is_torch_xla_available  # step 4: is torch_xla (TPUs) here?
+from accelerate.utils import DistributedType, is_torch_xla_available  # step 4: TPUs (torch_xla)
 from torch.optim import AdamW
 from tqdm.auto import tqdm
 from transformers import AutoModelForSequenceClassification, get_scheduler, set_seed
@@ -35,10 +36,7 @@ def training_function(model, args):  # step 4: the model comes in from outside
     # process per machine)
     accelerator.print(accelerator.state)
 
-    # step 4: set_seed(args.seed) moved to main(), before the model is created there
-
     # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
-    # step 4: the checkpoint is found in main() now, where the model is created
     # step 2: the main process loads and tokenizes first, filling the datasets cache; the
     # others wait for it, then read the cache instead of tokenizing the same pairs again
     with accelerator.main_process_first():
@@ -51,7 +49,13 @@ def training_function(model, args):  # step 4: the model comes in from outside
             pad_to_max_length=128,
         )
 
-    # step 4: the model is no longer created here: main() creates it and passes it in
+    if accelerator.distributed_type == DistributedType.XLA:
+        # step 4: on TPU v2/v3 one process runs this in a thread per core, all given this one
+        # model, which prepare() moves in place: each core takes its own copy. Dropout draws from
+        # the core's generator, which main()'s set_seed cannot reach before the launch: seed it
+        import torch_xla.core.xla_model as xm
+        model = copy.deepcopy(model)
+        xm.set_rng_state(args.seed)
     optimizer = AdamW(model.parameters(), lr=args.lr)
 
     # step 2: prepare() puts the model and every batch on the right device (no more .to(device));

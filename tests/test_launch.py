@@ -146,14 +146,14 @@ GPU = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}  # deterministic cuBLAS, with --det
     (8, False, {3: ("accelerate launch", 2, {}), 4: ("notebook_launcher", 2, {})}),
     (0, True, {1: ("python", 1, {**ONE, "USE_TORCH_XLA": "0"}),
                3: ("accelerate launch", 2, {**CPU, "USE_TORCH_XLA": "0"}),
-               4: ("notebook_launcher", 0, {})}),
+               4: ("notebook_launcher", 0, {"PJRT_DEVICE": "TPU"})}),
     # a TPU machine whose environment has no torch_xla (make course's .venv): step 4 on CPU
     # processes, PJRT_DEVICE emptied so that notebook_launcher does not take its TPU branch
     (0, "no torch_xla", {4: ("notebook_launcher", 2, {**ONE, "USE_TORCH_XLA": "0",
                                                       "PJRT_DEVICE": ""})}),
 ])
 def test_the_launch_plan_for_each_kind_of_machine(gpus, tpu, launches):
-    planned = plan(gpus, bool(tpu), xla=tpu is True)
+    planned = plan(gpus, bool(tpu), xla=tpu is True, tpu_branch=tpu is True)
     for step, (launcher, processes, env) in launches.items():
         assert (planned[step].launcher, planned[step].processes, planned[step].env) == \
             (launcher, processes, env), step
@@ -169,6 +169,17 @@ def test_the_launch_plan_for_each_kind_of_machine(gpus, tpu, launches):
     assert plan(8, processes=4)[3].processes == 4 and plan(3, processes=4)[3].processes == 3
     assert plan(0, launcher="torchrun")[3].command[:3] == \
         [sys.executable, "-m", "torch.distributed.run"]
+
+
+def test_a_tpu_vm_outside_colab_and_kaggle_runs_step4_on_the_cpu_and_says_why():
+    # with torch_xla installed, but where notebook_launcher does not take its TPU branch (it
+    # takes it only in Colab or Kaggle): its other branch would start every process on the
+    # TPU at once, so the runner plans CPU processes and says where the TPU is used
+    planned = plan(0, True, xla=True, tpu_branch=False)[4]
+    assert (planned.processes, planned.env) == (2, {**ONE, "USE_TORCH_XLA": "0", "PJRT_DEVICE": ""})
+    assert "uses a TPU only in a Colab or Kaggle notebook" in planned.where
+    # in a Kaggle kernel's shell (its KAGGLE_* variables), the TPU branch
+    assert plan(0, True, xla=True, tpu_branch=True)[4].processes == 0
 
 
 # stopped runs ----------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 Read in the reader's direction: step N-1 plus its lesson is step N. Every changed hunk of
 the diff between two consecutive train.py files must belong to the later step's lesson: a
 line of the hunk, or one of the few lines just above it, carries a comment naming that step
-("# step 3: ..."). The docstring at the top, which says what the step adds, is the one
-exception. And each lesson has a budget of changed lines, so that growth is a decision.
+("# step 3: ..."). Two exceptions: the docstring at the top, which says what the step adds,
+and code that only leaves (its lesson is told where it arrives: no comment stays behind about
+code that is no longer there). And each lesson has a budget of changed lines, so that growth is a decision.
 """
 
 import ast
@@ -16,7 +17,7 @@ import pytest
 from conftest import REPO, STEPS
 
 # changed lines (added + removed) allowed in each lesson's diff, docstring included
-BUDGET = {2: 50, 3: 55, 4: 60}  # step 2: 50 since main_process_first (5 lines re-indented)
+BUDGET = {2: 50, 3: 55, 4: 61}  # 2: main_process_first re-indents 5 lines; 4: a copy per TPU core
 MARKER_ABOVE = 4  # a marker comment may sit this many lines above the hunk it explains
 
 
@@ -48,6 +49,8 @@ def test_every_hunk_is_marked_with_its_step(step):
     for start, end, added, removed in hunks(step):
         if end <= end_of_docstring + 1:
             continue  # the docstring says what this step adds
+        if not added:
+            continue  # code that leaves is explained where it arrives, not by a comment left behind
         context = b[max(0, start - MARKER_ABOVE):end]
         if not any(marker.search(line) for line in context):
             unmarked.append(f"line {start + 1}: " + " / ".join((added or removed)[:2]))

@@ -46,6 +46,6 @@ def test_the_notebooks_setup_cell_carries_the_same_function():
     from tools.build_notebook import setup_cell
     cell = setup_cell()
     assert inspect.getsource(tpu_chips).rstrip() in cell
-    assert "TPU_ATTACHED = bool(tpu_chips())" in cell
+    assert "TPU = tpu_chips()" in cell
     assert '"0x1ae0"' not in cell.split("def tpu_chips")[0]  # no vendor-only test before it
 

@@ -2,7 +2,8 @@
 
 Run with `make xla-lane` (tools/xla_lane.sh), which builds .venv-xla with torch 2.9.0 and
 torch_xla 2.9.0. In the course's own environment (torch 2.13.0, no torch_xla) these tests
-skip. One XLA device only: several XLA devices on a CPU deadlock in their first collective.
+skip. Training runs on one XLA device: two devices in the threads of one process never complete
+a collective on the CPU backend (test_two_threads_cannot_all_reduce_on_the_cpu_backend).
 """
 
 import json
@@ -122,18 +123,60 @@ def test_two_threads_of_one_process_each_prepare_their_own_model(tmp_path):
     # per XLA device, both handed the one model created before the launch
     helper = REPO / "tests" / "helpers" / "xla_threads.py"
     seen = {}
-    for way in ("shared", "--copy"):
-        report = tmp_path / f"{way.strip('-')}.json"
+    for way in ("shared", "copy", "step4"):
+        report = tmp_path / f"{way}.json"
         result = run_command([sys.executable, helper, report, way], PJRT_DEVICE="CPU",
                              CPU_NUM_DEVICES="2")
         assert_ok(result)
         seen[way] = json.loads(report.read_text())
-    shared, copied = seen["shared"], seen["--copy"]
+        print(f"\n{way}: " + "; ".join(f"{t['thread']} on {t['device']}: model object "
+                                        f"{t['model_object']}, weights on {t['weights_on']}"
+                                        for t in seen[way]))
+    shared, copied, step4 = seen["shared"], seen["copy"], seen["step4"]
     assert sorted(thread["device"] for thread in shared) == ["xla:0", "xla:1"]
     # without a copy: one model object for both threads, on whichever device moved it last,
     # so one thread would train on the other's device
     assert shared[0]["model_object"] == shared[1]["model_object"]
     assert any(thread["weights_on"] != thread["device"] for thread in shared)
     # a copy per thread (copy.deepcopy): each thread its own model, on its own device
-    assert copied[0]["model_object"] != copied[1]["model_object"]
-    assert all(thread["weights_on"] == thread["device"] for thread in copied)
+    for threads in (copied, step4):
+        assert threads[0]["model_object"] != threads[1]["model_object"]
+        assert all(thread["weights_on"] == thread["device"] for thread in threads)
+    # step 4's own training_function, up to its scheduler: each thread's optimizer holds the
+    # parameters of a model of its own, on its own device, starting from the same weights
+    assert sorted(thread["device"] for thread in step4) == ["xla:0", "xla:1"]
+    assert step4[0]["weights_sum"] == step4[1]["weights_sum"]
+
+
+def test_two_threads_cannot_all_reduce_on_the_cpu_backend(tmp_path):
+    # why the lane trains on one device: on torch_xla's CPU backend, the first collective
+    # between the two threads of one process never completes (each thread compiles its own
+    # all-reduce, and XLA's rendezvous keys them apart); XLA aborts the process after 10 s
+    script = tmp_path / "all_reduce.py"
+    script.write_text(
+        "import torch, torch_xla, torch_xla.core.xla_model as xm\n"
+        "from torch_xla._internal import pjrt\n"
+        "def add_ones():\n"
+        "    total = xm.all_reduce(xm.REDUCE_SUM, torch.ones(4, device=torch_xla.device()))\n"
+        "    return total.cpu().tolist()\n"
+        "if __name__ == '__main__':\n"
+        "    print(pjrt.run_multiprocess(add_ones, start_method='fork'))\n")
+    result = run_command([sys.executable, script], PJRT_DEVICE="CPU", CPU_NUM_DEVICES="2",
+                         timeout=120)
+    assert result.returncode != 0
+    assert "Expected 2 threads to join the rendezvous, but only 1 of them arrived" in result.stderr
+
+
+def test_step4_seeds_the_dropout_of_each_xla_device(tmp_path):
+    # dropout on an XLA device draws from that device's generator, which main()'s set_seed
+    # (transformers': Python, NumPy, torch's CPU and CUDA) does not reach: step 4 seeds it in
+    # the launched function from --seed. The same model (its head made with seed 42) trained
+    # with the dropout seeded 42 and 43: different losses from the first step on, and the same
+    # losses again for the same seed
+    runs = {}
+    for name, seed in (("a", 42), ("b", 42), ("c", 43)):
+        runs[name] = xla_run(tmp_path, name, "--max-train-steps", "4",
+                             "--dropout-seed", seed)[1]["train_losses"]
+    print(f"\nlosses, dropout seeded 42: {runs['a']}\n            seeded 43: {runs['c']}")
+    assert runs["a"] == runs["b"]
+    assert runs["a"][0] != runs["c"][0]

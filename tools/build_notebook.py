@@ -10,21 +10,19 @@ Both sources are jupytext "percent" scripts (cells start with `# %%`). notebook_
 holds the notebook's own cells (text, data, the first look, the metric); each of its cells
 whose whole source is `# train.py: cell N` is replaced by train.py's cell N, unchanged
 (cell 0, train.py's docstring, becomes a text cell), and the cell `# setup: ...` by the
-setup cell written here: the packages of requirements.txt (so that Colab or Kaggle installs
-what the notebook imports, at the course's versions) and the course's common/ modules,
-packed, for a notebook opened without the rest of the course. So the training code of the
+setup cell written here: common/notebook_setup.py's install_plan (what to keep and what to
+install on this runtime), the pins of requirements.txt, and where the course itself is
+installed from on Colab or Kaggle (pyproject.toml's notebook-source, at this version's tag). So the training code of the
 notebook is train.py's own code, and tests/test_step4_notebook.py fails when they drift apart.
 """
 
 import argparse
-import base64
 import inspect
-import io
 import os
 import re
 import sys
 import time
-import zipfile
+import tomllib
 from pathlib import Path
 
 import jupytext
@@ -32,6 +30,7 @@ import nbformat
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from common import notebook_setup  # noqa: E402
 from common.tpu import tpu_chips  # noqa: E402
 
 FOLDER = REPO / "step4_tpu_notebook"
@@ -40,11 +39,6 @@ CELLS = FOLDER / "notebook_cells.py"
 NOTEBOOK = FOLDER / "tpu_training.ipynb"
 PLACEHOLDER = re.compile(r"^# train\.py: cell (\d+)$")
 SETUP = "# setup: written by tools/build_notebook.py"
-# what the notebook's setup unpacks where the course is not there: the runtime of the steps
-COURSE_FILES = [str(path.relative_to(REPO)) for path in
-                [*sorted((REPO / "common").glob("*.py")), REPO / "common/glue_mrpc/glue_mrpc.py"]]
-TORCH_XLA = "2.9.0"  # torch_xla's newest release; torch must be the same release
-LIBTPU_INDEX = "https://storage.googleapis.com/libtpu-releases/index.html"
 
 
 def train_cells():
@@ -52,60 +46,90 @@ def train_cells():
     return jupytext.read(TRAIN, fmt="py:percent").cells
 
 
-def packed_course():
-    """Return the course's runtime files as a zip, base64 text (fixed dates: the same bytes
-    from the same files)."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name in COURSE_FILES:
-            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, (REPO / name).read_text())
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
 def pinned_packages():
-    """Return requirements.txt's pins that the notebook imports (not torch: its build depends
-    on the runtime; not the test and notebook-runner tools)."""
-    skip = ("torch==", "pytest", "jupytext", "nbclient", "ipykernel", "matplotlib")
+    """Return requirements.txt's pins of what the notebook imports: torch and the libraries;
+    not the notebook runner, the plot or the tests, and not numpy, pandas, pyarrow and
+    scikit-learn, which a hosted runtime has already loaded or ships for its own tools."""
+    skip = ("pytest", "jupytext", "nbclient", "ipykernel", "matplotlib", "numpy==",
+            "pandas==", "pyarrow==", "scikit-learn==")
     return [line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()
             if line.strip() and not line.startswith("#") and not line.startswith(skip)]
 
 
-# the setup cell runs before the course is installed: it carries the one TPU test's source
+def course_source():
+    """Return where a notebook opened without the course installs it from: pyproject.toml's
+    [tool.accelerate-course] notebook-source, at this version's tag ('' while it is unset)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    source = project["tool"]["accelerate-course"]["notebook-source"]
+    return f"{source}@v{project['project']['version']}" if source else ""
+
+
+def module_body(module):
+    """Return a module's source without its docstring (the setup cell's comment says where
+    it comes from)."""
+    text = inspect.getsource(module)
+    return text[text.index('"""', 3) + 3:].strip()
+
+
+# the setup cell runs before the course is installed: it carries the sources it runs
 TPU_CHIPS_SOURCE = inspect.getsource(tpu_chips).rstrip()
 
 
 def setup_cell():
     """Return the source of the notebook's setup cell."""
-    packages = ", ".join(f'"{p}"' for p in pinned_packages())
-    return f'''import base64, importlib.util, io, os, subprocess, sys, zipfile
-
-ON_COLAB_OR_KAGGLE = "google.colab" in sys.modules or any(k.startswith("KAGGLE") for k in os.environ)
-
+    pins = ", ".join(f'"{p}"' for p in pinned_packages())
+    return f'''# setup: what this runtime needs, decided by common/notebook_setup.py's install_plan
+# (its source is below, with common/tpu.py's tpu_chips: the course is not installed yet)
+import importlib.metadata, importlib.util, os, subprocess, sys
 
 {TPU_CHIPS_SOURCE}
 
-# a TPU chip on the PCI bus, found as torch_xla finds one (common/tpu.py's tpu_chips)
-TPU_ATTACHED = bool(tpu_chips())
-PACKAGES = [{packages}]
 
-if ON_COLAB_OR_KAGGLE:
-    torch = ["torch=={TORCH_XLA}", "torch_xla[tpu]=={TORCH_XLA}", "-f", "{LIBTPU_INDEX}"] \\
-        if TPU_ATTACHED else []
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *torch, *PACKAGES], check=True)
-if importlib.util.find_spec("common") is None:
-    # the course's common/ modules, packed by tools/build_notebook.py from the course
-    COURSE = "{packed_course()}"
-    zipfile.ZipFile(io.BytesIO(base64.b64decode(COURSE))).extractall(".")
-    sys.path.insert(0, os.getcwd())
-    # the embedded tiny BERT and data are not packed: the course's own setup, from the Hub
-    os.environ.setdefault("COURSE_ARGS", "--checkpoint bert-base-cased --dataset glue")
-if TPU_ATTACHED:
+{module_body(notebook_setup)}
+
+
+PINS = [{pins}]
+COURSE_SOURCE = os.environ.get("COURSE_SOURCE", "{course_source()}")
+HOSTED = "google.colab" in sys.modules or any(k.startswith("KAGGLE") for k in os.environ)
+WATCHED = ["torch", "torch_xla", "numpy", "pandas", "pyarrow", "scikit-learn",
+           *(pin.split("==")[0] for pin in PINS if not pin.startswith("torch=="))]
+
+
+def installed_versions(names):
+    versions = {{}}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+TPU = tpu_chips()  # a TPU chip on the PCI bus, found as torch_xla finds one
+before = installed_versions(WATCHED)
+commands, notes, stop = install_plan(sys.version_info[:2], before, TPU, HOSTED,
+                                     importlib.util.find_spec("common") is not None,
+                                     COURSE_SOURCE, PINS)
+if stop:
+    raise SystemExit("error: " + stop)
+for arguments in commands:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *arguments], check=True)
+importlib.invalidate_caches()
+for note in notes:
+    print("setup:", note)
+loaded = {{name for name in before
+          if {{"scikit-learn": "sklearn"}}.get(name, name.replace("-", "_")) in sys.modules}}
+upgraded = upgraded_in_this_kernel(before, installed_versions(WATCHED), loaded)
+if upgraded:
+    raise SystemExit("setup: upgraded " + ", ".join(upgraded) + ", which this kernel had "
+                     "already loaded: restart the runtime (Colab: Runtime > Restart session; "
+                     "Kaggle: Run > Restart & clear cell outputs), then run the notebook again "
+                     "from the top (this cell will then find everything installed)")
+if TPU:
     os.environ.setdefault("PJRT_DEVICE", "TPU")  # with Colab or Kaggle: notebook_launcher's TPU branch
 print("course modules:", importlib.util.find_spec("common").submodule_search_locations[0])
 print("COURSE_ARGS:", os.environ.get("COURSE_ARGS", "(not set: the defaults)"))
-print("TPU attached:", TPU_ATTACHED, "| PJRT_DEVICE:", os.environ.get("PJRT_DEVICE"))'''
+print("TPU chips:", TPU or "none", "| PJRT_DEVICE:", os.environ.get("PJRT_DEVICE"))'''
 
 
 def build():

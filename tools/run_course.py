@@ -77,7 +77,8 @@ def torchrun(n):
             str(n)]
 
 
-def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False, xla=None):
+def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False, xla=None,
+         tpu_branch=None):
     """Return {step: Launch} for a machine with `gpus` CUDA GPUs (and a TPU or not, Apple's
     GPU, mps, or not).
 
@@ -88,8 +89,10 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False, xla=Non
       multi-GPU launch needs a GPU of its own (NCCL cannot put two on one).
     several GPUs: steps 1-2 on one GPU; steps 3-4 one process per GPU, at most `processes`.
     a TPU: steps 1-3 as without a GPU, on the CPU (Accelerate told to ignore torch_xla);
-      step 4 through notebook_launcher, which takes every TPU chip in Colab or Kaggle, when
-      torch_xla is installed (xla; None: look); without it, on CPU processes, saying so.
+      step 4 on every TPU chip when torch_xla is installed (xla; None: look) and
+      notebook_launcher takes its TPU branch, which it does only in Colab or Kaggle (from a
+      shell: Kaggle's KAGGLE_* variables; tpu_branch; None: look); otherwise on CPU
+      processes, saying why.
     mps (a Mac with Apple silicon, no CUDA): steps 1-2 pick mps by themselves; steps 3-4 on
       CPU processes, as without a GPU (gloo on the CPU; Accelerate joins no processes on mps).
     """
@@ -130,9 +133,17 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False, xla=Non
     if xla is None:
         from common.launch import torch_xla_installed
         xla = torch_xla_installed()
-    if tpu and xla:
-        plans[4] = Launch("notebook_launcher", step4, {}, 0,
-                          "every TPU chip (in Colab or Kaggle; num_processes is ignored there)")
+    if tpu_branch is None:  # notebook_launcher's own test (accelerate/launchers.py)
+        tpu_branch = any(name.startswith("KAGGLE") for name in os.environ)
+    if tpu and xla and tpu_branch:
+        plans[4] = Launch("notebook_launcher", step4, {"PJRT_DEVICE": "TPU"}, 0,
+                          "every TPU chip (notebook_launcher's TPU branch; num_processes is "
+                          "ignored there)")
+    elif tpu and xla:
+        plans[4] = Launch("notebook_launcher", step4, {**one_thread, **no_xla, "PJRT_DEVICE": ""},
+                          n, f"{n} processes on the CPU (gloo): notebook_launcher uses a TPU "
+                          "only in a Colab or Kaggle notebook; there, run step 4 as the "
+                          "notebook (tpu_training.ipynb)")
     elif tpu:
         # PJRT_DEVICE emptied: with it, notebook_launcher in Colab or Kaggle would take its TPU
         # branch and import the torch_xla that is not here

@@ -9,7 +9,9 @@ The step runs unchanged, except for two spies in its module namespace:
   the same loop runs with batches padded to their longest pair: the comparison that shows
   why step 4 fixes the shapes;
 - with --variant NAME, the step is the what-if variant NAME of step 4 (its patch in
-  step4_tpu_notebook/whatif/, applied to a copy), e.g. loss_item_every_step.
+  step4_tpu_notebook/whatif/, applied to a copy), e.g. loss_item_every_step;
+- with --dropout-seed N, the launched function sees --seed N: main() has made the model
+  with the step's own --seed, so only what the function seeds (XLA's generator) changes.
 The report (the counts and the environment seen) is written by the process that trained.
 """
 
@@ -25,6 +27,11 @@ dynamic = "--dynamic-padding" in sys.argv
 step_args = [a for a in sys.argv[2:] if a != "--dynamic-padding"]
 repo = Path(__file__).resolve().parents[2]
 script = repo / "step4_tpu_notebook" / "train.py"
+dropout_seed = None
+if "--dropout-seed" in step_args:
+    at = step_args.index("--dropout-seed")
+    dropout_seed = int(step_args[at + 1])
+    del step_args[at:at + 2]
 if "--variant" in step_args:
     at = step_args.index("--variant")
     name = step_args[at + 1]
@@ -70,8 +77,10 @@ def get_dataloaders(*args, pad_to_max_length=None):
 original_training_function = step_globals["training_function"]
 
 
-def training_function(*args):
-    original_training_function(*args)
+def training_function(model, args):
+    if dropout_seed is not None:
+        args.seed = dropout_seed
+    original_training_function(model, args)
     from accelerate import PartialState
     state = PartialState()
     report_path.write_text(json.dumps({
