@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: course test benchmark lesson notebook readme xla-lane install clean what-if exercise check verify-embedded gpu-check gpu-bundle
+.PHONY: course test test-classroom benchmark lesson notebook readme xla-lane install clean what-if exercise check verify-embedded gpu-check gpu-bundle
 
 $(BIN)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ course: install
 # make test STEP=3: that lesson's comparison and what-if tests alone
 test: install
 	$(BIN)/python -m pytest $(if $(filter command line,$(origin STEP)),-m step$(STEP)) $(ARGS)
+
+# the classroom recipe (docs/classroom.md) end to end with local bare repositories: two real
+# gradings, about 2 minutes (in CI, not in make test)
+test-classroom: install
+	COURSE_CLASSROOM_TEST=1 $(BIN)/python -m pytest tests/test_classroom.py -s $(ARGS)
 
 benchmark: install
 	$(BIN)/python tools/benchmark.py $(ARGS)
@@ -59,7 +64,7 @@ exercise: install
 	$(BIN)/python tools/exercise.py $(STEP) $(ARGS)
 FILE ?= exercises/step$(STEP)/train.py
 check: install
-	$(BIN)/python tools/check.py $(STEP) $(FILE)
+	$(BIN)/python tools/check.py $(STEP) $(FILE) $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT))
 
 # rebuild the embedded data and checkpoint from source into a temporary folder and compare
 verify-embedded: install

@@ -117,7 +117,7 @@ def training_function(args):
         "eval_samples": len(predictions), "predictions": predictions.tolist(),
         "train_losses": train_losses, "num_processes": accelerator.num_processes,  # step 2: ran on
         "train_seconds": train_seconds, "eval_seconds": eval_seconds,
-        "eval_gathered": len(gathered),  # step 3: how many, before the duplicated tail was cut
+        "eval_gathered": len(gathered),  # step 3: "eval_gathered": how many were gathered, before the cut
     }
     # step 3: how many predictions were gathered, and how many kept
     accelerator.print(f"gathered {len(gathered)} predictions, kept {len(predictions)}")

@@ -16,6 +16,9 @@ GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
 sys.path.insert(0, str(REPO))
 from tools import check, exercise, lab  # noqa: E402
 
+sys.path.insert(0, str(REPO / "tests" / "helpers"))
+import step3_mistakes  # noqa: E402
+
 STEPS = {
     1: REPO / "step1_plain_loop" / "train.py",
     2: REPO / "step2_accelerate" / "train.py",
@@ -79,6 +82,12 @@ def checkpoint_without_dropout(tmp_path_factory):
     return lab.checkpoint_without_dropout(tmp_path_factory.mktemp("no_dropout"))
 
 
+# graded again on 2 machines with evaluation batches of 5 (check.UNSEEN_FLAGS): the lesson
+# and an equivalent solution (gather_for_metrics), which must pass, and the two cheats only
+# that setting catches
+UNSEEN_RUNS = ["lesson", "gather_for_metrics", "hardcoded_cut", "local_main_writes"]
+
+
 class LabRuns:
     """The lab's runs of one step, each launch made when a test first needs it: the step and
     its what-if variants in one launch (with the step's exercise beside them, and for step 3
@@ -101,7 +110,13 @@ class LabRuns:
             self.extra["grid"] = (GRID, {"ACCELERATE_USE_CPU": "1"}, ["--processes", "2"])
             if 4 in selected:
                 self.extra["lesson without dropout"] = (STEPS[3], {}, lab.step4_flags(folder))
-        self.scripts = {**lab.variant_scripts(step, folder=folder), "exercise": self.extra.get("exercise")}
+            # the cheats and crashes the grader must fail (a collective only one process joins
+            # would stall the shared launch: test_exercises runs it alone)
+            self.extra.update(step3_mistakes.write_all(
+                folder / "mistakes", [n for n in step3_mistakes.MISTAKES if n != "gather_on_main_only"]))
+        self.scripts = {**lab.variant_scripts(step, folder=folder), "exercise": self.extra.get("exercise"),
+                        **{name: path for name, path in self.extra.items()
+                           if name in step3_mistakes.MISTAKES}}
         del self.scripts["lesson"]
         if step == 1:
             del self.scripts["exercise"]
@@ -127,9 +142,14 @@ class LabRuns:
 
     @functools.cached_property
     def runs(self):
-        return check.runs_for(self.step, self.scripts, self.folder, measured=self.measured,
+        runs = check.runs_for(self.step, self.scripts, self.folder, measured=self.measured,
                               step3_reference=self.step3_reference and self.step3_reference(),
-                              one=self.one if self.step == 2 else None)
+                              one=self.one if self.step == 2 else None, unseen=False)
+        if self.step == 3:  # the setting no exercise shows, for the runs whose grade it decides
+            runs["unseen"] = lab.run_on_two_machines(
+                3, {name: self.scripts.get(name, STEPS[3]) for name in UNSEEN_RUNS},
+                self.folder / "unseen", check.UNSEEN_FLAGS)
+        return runs
 
     @functools.cached_property
     def graded(self):

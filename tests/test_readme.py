@@ -18,7 +18,7 @@ from tools import update_readme  # noqa: E402  (conftest put the repository on t
 README = (REPO / "README.md").read_text()
 PAGES = {path.name: path.read_text() for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]}
 # written by the commands themselves, or a placeholder for the reader's own
-NOT_IN_THE_REPOSITORY = ("outputs/", "exercises/", "path/to", ".venv/")
+NOT_IN_THE_REPOSITORY = ("outputs/", "exercises/", "path/to", ".venv/", "$PWD/")  # $PWD: a student's clone
 
 
 def test_the_diffs_in_the_readme_are_the_real_diffs():

@@ -43,7 +43,7 @@ def test_there_are_the_variants_the_course_promises():
     assert names[1] == {"no_zero_grad", "no_scheduler_step", "no_model_eval"}
     assert names[2] == {"model_not_prepared", "loss_backward", "scheduler_prepared"}
     assert names[3] == {"no_gather", "no_cut", "every_process_prints_and_writes",
-                        "gather_for_metrics"}
+                        "gather_for_metrics", "labels_not_gathered", "no_end_training"}
     assert names[4] == {"accelerator_without_cpu", "accelerator_before_launch",
                         "dynamic_padding", "loss_item_every_step"}
 
@@ -144,6 +144,21 @@ def test_step3_every_process_printing_and_writing(lab_runs):
     assert (lesson["writes"], lesson["printed"], lesson["bars"]) == (1, 1, 1)
     assert (run["writes"], run["printed"], run["bars"]) == (2, 2, 2)
     assert run["predictions"] == lesson["predictions"]
+
+
+@pytest.mark.step3
+def test_step3_with_the_labels_not_gathered_the_metric_refuses_after_training(lab_runs):
+    lesson, run = lab_runs(3)["lesson"], lab_runs(3)["labels_not_gathered"]
+    assert "Mismatch in the number of predictions (408) and references (208)" in run["error"]
+    assert run["learning_rates"] == lesson["learning_rates"]  # it trained; the metric refused
+
+
+@pytest.mark.step3
+def test_step3_without_end_training_the_numbers_are_the_same_and_no_process_leaves(lab_runs):
+    lesson, run = lab_runs(3)["lesson"], lab_runs(3)["no_end_training"]
+    assert lesson["left_group"] is True and run["left_group"] is False
+    for key in ("losses", "predictions", "accuracy", "f1", "scored", "writes"):
+        assert run[key] == lesson[key], key
 
 
 @pytest.mark.step3

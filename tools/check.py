@@ -8,18 +8,27 @@ tools/lab_driver.py reporting from inside every process, and is compared with wh
 lesson requires:
 - step 2: on 1 process, the same losses and predictions as step 1, bit for bit; on 2
   processes, one group, and the same training as the course's step 2 there;
-- step 3: on 2 processes, one group; the whole validation split scored once (408 pairs);
-  the same predictions as one process evaluating the same final weights alone; one
-  process prints, shows the bar and writes metrics.json; every process leaves the group;
+- step 3: on 2 processes, one group; trained as the lesson (the same final weights after the
+  same optimizer steps, measured beside the lesson's run, which runs after it); each process
+  evaluates its own share (forward passes counted); the whole validation split scored once
+  (408 pairs); the same predictions as one process evaluating the same final weights alone;
+  one process prints, shows the bar and writes metrics.json; every process leaves the group;
+  and again in a setting the exercise does not show (2 machines of 1 process on 127.0.0.1,
+  evaluation batches of 5);
 - step 4: notebook_launcher's 2 processes in one group; the model created once, before the
   launch; every batch 128 tokens long; with dropout off, the same predictions as step 3
   (losses to a relative 1e-4); the whole split scored once, one writer.
+Before anything is launched, the file must be valid Python and its own code (it may not run
+or import the course's step files). Each launch has a time limit (--time-limit, 300 s by
+default): past it, the run is stopped with every process it started, and a FAIL line says so.
 One line per check: `pass` or `FAIL` with a hint measured from the run (the same words as the
 what-if table's verdicts: tools/lab.py). Exit code 1 when a check fails, so a classroom
 autograder that runs a command and reads its exit code can use it as it is.
 """
 
 import argparse
+import ast
+import shutil
 import sys
 import tempfile
 import time
@@ -32,6 +41,9 @@ sys.path.insert(0, str(REPO))
 from tools import lab  # noqa: E402
 
 STEP_FILE = {step: REPO / folder / "train.py" for step, folder in lab.FOLDERS.items()}
+# seconds one launch of the grader may run (the lesson's own and the student's runs, one
+# after the other): step 3's whole check takes about 40 s on 2 cores
+TIME_LIMIT = 300
 
 
 class Check(NamedTuple):
@@ -49,8 +61,30 @@ def hint(run, reference, names=None):
     return "; ".join(s.hint for s in found) or "it differs from the lesson's run"
 
 
+# what a crash says, and what it means in the lesson's words (without writing the answer)
+CRASH_HINTS = [
+    ("Mismatch in the number of predictions",
+     "the metric got more predictions than references: each process holds only its own share "
+     "of the labels too, so they need what the predictions get"),
+    ("Unsupported types",
+     "gather() was given something that is not a tensor (a Python list or number): it gathers "
+     "tensors; turn them into Python values after gathering"),
+    *((text, "one process waited in a gather that another process never joined: a gather is a "
+             "meeting of every process, so every process must call it, in the same order")
+      # the course's own line (common/interrupt.py), and gloo's: "Connection closed by peer",
+      # "Connection reset by peer"
+      for text in ("lost another process", "by peer")),
+]
+
+
 def refused(run):
-    return [Check("it runs", False, f"the run stopped: {run['error']}")] if run["error"] else []
+    """Return the one failing Check of a run that stopped (none when it did not): the line it
+    stopped with, and what that means when it is a crash the lesson explains."""
+    if not run["error"]:
+        return []
+    meaning = next((hint for text, hint in CRASH_HINTS if text in run["error"]), None)
+    return [Check("it runs", False, f"the run stopped: {run['error']}"
+                  + (f"\n        meaning: {meaning}" if meaning else ""))]
 
 
 def grade_step2(one, two, one_reference, two_reference):
@@ -72,20 +106,35 @@ def grade_step2(one, two, one_reference, two_reference):
     ]
 
 
-def grade_step3(run):
+def grade_step3(run, lesson, unseen=None):
+    """run: the candidate on 2 processes, beside the course's step 3 (lesson) in the same
+    setting; unseen: the candidate in a setting it has not seen (2 machines of 1 process,
+    evaluation batches of 5: UNSEEN_FLAGS), or None when it was not run."""
     if run["error"]:
         return refused(run)
     joined = run["alone"] == 0 and run["num_processes"] == 2 and \
         run["distributed_type"] == "DistributedType.MULTI_CPU"
+    steps, lesson_steps = len(run["learning_rates"]), len(lesson["learning_rates"])
+    trained = steps == lesson_steps and run["weights"] == lesson["weights"]
+    share, lesson_share = run["eval_forwarded"], lesson["eval_forwarded"]
+    own_share = share == lesson_share
     scored = run["scored"][:1] == [lab.VALIDATION_PAIRS] and \
         len(run["predictions"] or []) == lab.VALIDATION_PAIRS
     equal = run["predictions"] == run["alone_predictions"]
     one_voice = run["writes"] == 1 and run["printed"] == 1 and run["bars"] == 1
     symptoms = {s.name: s.hint for s in lab.process_symptoms(run)}
     gathered = f" ({run['gathered']} gathered)" if run["gathered"] else ""
-    return [
+    checks = [
         Check("2 processes: one group, each process says it is one of 2", joined,
               "" if joined else symptoms.get("alone", "each process should report 2 processes")),
+        Check(f"it trained as the lesson does: the same weights after {lesson_steps} "
+              f"optimizer steps", trained, "" if trained else
+              "no optimizer step was taken: it did not train" if not steps else
+              f"{steps} optimizer steps, where the lesson takes {lesson_steps}"
+              if steps != lesson_steps else "its final weights differ from the lesson's"),
+        Check(f"each process evaluated its own share ({' + '.join(map(str, lesson_share))} "
+              f"pairs, the split and its duplicated tail)", own_share, "" if own_share else
+              own_share_hint(share, lesson_share)),
         Check(f"the whole validation split scored once: {lab.VALIDATION_PAIRS} pairs{gathered}",
               scored, "" if scored else symptoms.get("tail_counted") or symptoms.get(
                   "own_share") or f"the main process scored {run['scored']}"),
@@ -96,8 +145,49 @@ def grade_step3(run):
                                              ("many_writers", "many_printers", "many_bars")
                                              if k in symptoms)),
         Check("every process leaves the process group at the end", bool(run["left_group"]),
-              "" if run["left_group"] else "a process exited without accelerator.end_training()"),
+              "" if run["left_group"] else "a process exited while still in the process group: "
+              "the lesson leaves it explicitly, at the end of the function"),
     ]
+    if unseen is not None:
+        checks.append(unseen_check(unseen))
+    return checks
+
+
+def own_share_hint(share, lesson_share):
+    """Say how the processes' own evaluations differ from the lesson's."""
+    if not any(share):
+        return "no process put the validation pairs through the model: predictions must come " \
+               "from the model, evaluated by every process"
+    if all(n >= lab.VALIDATION_PAIRS for n in share):
+        return (f"each process evaluated all {lab.VALIDATION_PAIRS} pairs itself "
+                f"({' + '.join(map(str, share))}): the evaluation loader should give each process "
+                "its own share, as the training loader does, and the shares be gathered")
+    return f"the processes evaluated {' + '.join(map(str, share))} pairs; the lesson's " \
+           f"evaluate {' + '.join(map(str, lesson_share))}"
+
+
+# a setting the exercise does not show: evaluation batches of 5 (408 pairs in 82 batches, 41
+# per process: a duplicated tail of 2, not 8), on 2 machines of 1 process each
+UNSEEN_FLAGS = [*lab.SHORT_RUN, "--eval-batch-size", "5"]
+
+
+def unseen_check(run):
+    """The candidate on 2 machines (1 process each, on 127.0.0.1) with UNSEEN_FLAGS."""
+    name = "on 2 machines of 1 process, with evaluation batches of 5: the whole split once, " \
+           "its weights' own predictions, one metrics.json"
+    if run["error"]:
+        return Check(name, False, f"the run stopped: {run['error']}")
+    problems = []
+    if run["scored"][:1] != [lab.VALIDATION_PAIRS]:
+        problems.append(f"the main process scored {run['scored'][:1]} pairs for "
+                        f"{lab.VALIDATION_PAIRS}: how many predictions to keep depends on the "
+                        f"split, not on this setting's number of processes and batch size")
+    elif run["predictions"] != run["alone_predictions"]:
+        problems.append(differing(run["predictions"] or [], run["alone_predictions"]))
+    if run["writes"] != 1:
+        problems.append(f"{run['writes']} processes wrote metrics.json: on several machines, "
+                        "each machine has a main process of its own, and the run has only one")
+    return Check(name, not problems, "; ".join(problems))
 
 
 def differing(predictions, alone):
@@ -140,14 +230,16 @@ def grade_step4(run, step3_reference):
     ]
 
 
-def one_process_runs(candidates, folder):
+def one_process_runs(candidates, folder, time_limit=900):
     """Run step 1, step 2 and the candidates on one process, under accelerate launch (which
     gives it one thread); return {name: measurement}."""
     scripts = {"step1": STEP_FILE[1], "lesson": STEP_FILE[2], **candidates}
-    return lab.run_scripts(2, scripts, Path(folder) / "one", processes=1, launcher="accelerate")
+    return lab.run_scripts(2, scripts, Path(folder) / "one", processes=1, launcher="accelerate",
+                           time_limit=time_limit)
 
 
-def runs_for(step, candidates, folder, measured=None, step3_reference=None, one=None):
+def runs_for(step, candidates, folder, measured=None, step3_reference=None, one=None,
+             time_limit=900, unseen=True):
     """Run what grading `candidates` ({name: path}) needs for a step, all in as few launches as
     possible; return {mode: {name: measurement}}. Runs already made are not made again:
     `measured`, the what-if lab's of the step (same flags); `one`, one_process_runs(...);
@@ -155,20 +247,26 @@ def runs_for(step, candidates, folder, measured=None, step3_reference=None, one=
     folder = Path(folder)
     runs = {}
     if step == 2:
-        runs["one"] = one or one_process_runs(candidates, folder)
+        runs["one"] = one or one_process_runs(candidates, folder, time_limit)
         if measured is None:
-            measured = lab.run_scripts(2, {"lesson": STEP_FILE[2], **candidates}, folder / "two")
+            measured = lab.run_scripts(2, {"lesson": STEP_FILE[2], **candidates}, folder / "two",
+                                       time_limit=time_limit)
         runs["two"] = measured
     elif step == 3:
-        runs["two"] = measured or lab.run_scripts(3, {"lesson": STEP_FILE[3], **candidates},
-                                                  folder / "two")
+        # the candidates run before the lesson: no output of the lesson exists while they run
+        runs["two"] = measured or lab.run_scripts(3, {**candidates, "lesson": STEP_FILE[3]},
+                                                  folder / "two", time_limit=time_limit)
+        if unseen:
+            runs["unseen"] = lab.run_on_two_machines(3, candidates, folder / "unseen",
+                                                     UNSEEN_FLAGS, time_limit)
     else:
         flags = lab.step4_flags(folder)
         runs["step3"] = {"lesson": step3_reference} if step3_reference else \
-            lab.run_scripts(3, {"lesson": STEP_FILE[3]}, folder / "step3", flags)
+            lab.run_scripts(3, {"lesson": STEP_FILE[3]}, folder / "step3", flags,
+                            time_limit=time_limit)
         runs["two"] = measured or lab.run_scripts(4, {"lesson": STEP_FILE[4], **candidates},
                                                   folder / "two", flags,
-                                                  env=lab.LAUNCH_ENV.get(4))
+                                                  env=lab.LAUNCH_ENV.get(4), time_limit=time_limit)
     return runs
 
 
@@ -178,22 +276,79 @@ def grade(step, name, runs):
         return grade_step2(runs["one"][name], runs["two"][name], runs["one"]["step1"],
                            runs["two"]["lesson"])
     if step == 3:
-        return grade_step3(runs["two"][name])
+        return grade_step3(runs["two"][name], runs["two"]["lesson"],
+                           runs.get("unseen", {}).get(name))
     return grade_step4(runs["two"][name], runs["step3"]["lesson"])
+
+
+def before_launch(step, path):
+    """Return the Checks made on the file before anything is launched: it is Python, and its
+    own code (its code, docstrings and comments aside, neither runs nor imports the course's
+    step files)."""
+    notebook = path.with_suffix(".ipynb")
+    if notebook.exists() and notebook.stat().st_mtime > path.stat().st_mtime + 1:
+        return [Check("it is the file you saved last", False,
+                      f"{notebook} was saved after {path.name}, which is what is graded: "
+                      f"jupytext --sync {notebook} writes the notebook into it (pair them once "
+                      f"with jupytext --set-formats ipynb,py:percent {path})")]
+    text = path.read_text()
+    try:
+        tree = ast.parse(text, str(path))
+    except SyntaxError as error:
+        return [Check("it is valid Python", False,
+                      f"line {error.lineno}: {error.msg} (python -m py_compile {path} shows it)")]
+    docstrings = {id(body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+                  and (body := node.body) and isinstance(body[0], ast.Expr)
+                  and isinstance(body[0].value, ast.Constant)}
+    uses_reference = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and id(node) not in docstrings:
+            uses_reference |= {folder for folder in lab.FOLDERS.values() if folder in node.value}
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(
+            node, ast.Attribute) else None
+        if name in ("exec", "runpy", "importlib", "__import__", "run_path", "import_module"):
+            uses_reference.add(name)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [alias.name for alias in node.names] + [getattr(node, "module", "") or ""]
+            uses_reference |= {m for m in modules if m.split(".")[0] in
+                               ("runpy", "importlib", *lab.FOLDERS.values())}
+    if uses_reference:
+        return [Check("it is its own code", False,
+                      f"it uses {', '.join(sorted(uses_reference))}: the exercise is graded on "
+                      f"the code you write, not on running or importing the course's step files")]
+    return []
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("step", type=int, choices=[2, 3, 4])
     parser.add_argument("file", type=Path)
+    parser.add_argument("--time-limit", type=int, default=TIME_LIMIT, metavar="SECONDS",
+                        help=f"stop a launch that runs longer (default {TIME_LIMIT}; more on a "
+                             "slow machine)")
     args = parser.parse_args()
     if not args.file.is_file():
         sys.exit(f"error: {args.file} does not exist; write it first: make exercise STEP={args.step}")
     start = time.perf_counter()
     folder = Path(tempfile.mkdtemp(prefix=f"check-step{args.step}-"))
     print(f"checking {args.file} as step {args.step} (the runs: {folder})", flush=True)
-    runs = runs_for(args.step, {"yours": args.file.resolve()}, folder)
-    checks = grade(args.step, "yours", runs)
+    checks = before_launch(args.step, args.file)
+    if not checks:
+        try:
+            runs = runs_for(args.step, {"yours": args.file.resolve()}, folder,
+                            time_limit=args.time_limit)
+            checks = grade(args.step, "yours", runs)
+        except lab.TimeLimitReached as stopped:
+            checks = [Check(f"it finishes within the time limit ({args.time_limit} s)", False,
+                            f"the run was {stopped}, and was stopped with every process it had "
+                            f"started: a loop that never ends? (on a slow machine: "
+                            f"--time-limit with more seconds)")]
+    # the reference's runs are removed (the student's stay, to read): no later run on this
+    # machine finds the lesson's outputs
+    for reference in [*folder.glob("*/lesson"), *folder.glob("*/step1"), folder / "step3"]:
+        shutil.rmtree(reference, ignore_errors=True)
     for check in checks:
         print(f"  {'pass' if check.passed else 'FAIL'}  {check.name}"
               + ("" if check.passed else f"\n        hint: {check.hint}"))

@@ -88,10 +88,20 @@ def exercise(step):
         code = [line for line in after[j1:j2] + before[i1:i2] if line.strip()]
         indent = re.match(r"\s*", code[0]).group(0) if code else ""
         # a hunk explained by the same comment as the hunk just before it: one TODO for both
-        for text in [t for t in texts if t not in previous] or ([] if texts else ["(see the lesson)"]):
+        # code that only leaves carries no comment (its lesson is told where it arrives)
+        gone = f"step {step} no longer has the next lines here: the lesson says where they went"
+        todos = [t for t in texts if t not in previous] or \
+            ([] if texts else [gone] if not after[j1:j2] else ["(see the lesson)"])
+        # lines replaced by several explained changes: the first TODO above them, the others
+        # below them, where that code goes (the cut goes after the loop, not inside it)
+        old = [line for line in before[i1:i2] if line.strip()]
+        above, below = (todos[:1], todos[1:]) if old else (todos, [])
+        for text in above:
             out += wrap(f"TODO step {step}: {text}", indent)
         previous = texts
         out += before[i1:i2]
+        for text in below:
+            out += wrap(f"TODO step {step}: {text}", re.match(r"\s*", old[-1]).group(0))
     return "\n".join(out) + "\n"
 
 
@@ -113,11 +123,20 @@ def main():
     path.write_text(text)
     print(f"wrote {path.relative_to(REPO)}: step {args.step - 1} with "
           f"{text.count(f'# TODO step {args.step}:')} TODOs for step {args.step}'s lesson")
-    run = {2: "python {}",
-           3: "ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml {}",
-           4: "python {} --num-processes 2"}[args.step]
-    print(f"run it:    {run.format(path.relative_to(REPO))}")
+    print(f"run it:    {run_command(args.step, path.relative_to(REPO))}")
     print(f"check it:  make check STEP={args.step} FILE={path.relative_to(REPO)}")
+
+
+def run_command(step, path):
+    """Return the command that runs the exercise of a step: the step's own Run: line (its
+    docstring), with the exercise in place of the step and an output folder of its own."""
+    folder = FOLDERS[step]
+    lines = (REPO / folder / "train.py").read_text().splitlines()
+    docstring = "\n".join(lines[:docstring_end(lines)])
+    run = docstring.split("Run:", 1)[1].split("\nRead:")[0].replace("\\\n", " ")
+    command = " ".join(run.split())
+    return command.replace(f"{folder}/train.py", str(path)).replace(
+        f"outputs/step{step}", f"outputs/exercise{step}")
 
 
 if __name__ == "__main__":

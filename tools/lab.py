@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -150,21 +151,88 @@ def measure_plan(plan_path, processes):
             for run in plan["runs"]}
 
 
+class TimeLimitReached(Exception):
+    """A launch ran past its time limit; it was stopped, with every process it had started."""
+
+    def __init__(self, seconds):
+        super().__init__(f"still running after {seconds:.0f} s")
+        self.seconds = seconds
+
+
+def run_within(launches, seconds):
+    """Run launches ([(command, environment), ...]) side by side from the repository root;
+    return (their outputs, stdout and stderr together, one after the other; the first
+    non-zero exit code, or 0). Past `seconds` all are killed with every process they started,
+    and TimeLimitReached is raised: accelerate launch and torchrun start their workers in
+    sessions of their own, so killing a process group would leave them running; the process
+    tree is walked instead."""
+    import psutil
+    processes = [subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+                 for command, env in launches]
+    deadline = time.monotonic() + seconds
+    outputs = []
+    try:
+        for process in processes:
+            outputs.append(process.communicate(timeout=max(0.1, deadline - time.monotonic()))[0])
+    except subprocess.TimeoutExpired:
+        tree = []
+        for process in processes:
+            try:
+                tree += psutil.Process(process.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                pass
+        for member in [*tree, *processes]:
+            try:
+                member.kill()
+            except psutil.NoSuchProcess:
+                pass
+        for process in processes:
+            process.communicate()
+        psutil.wait_procs(tree, timeout=10)
+        raise TimeLimitReached(seconds)
+    codes = [process.returncode for process in processes]
+    return "".join(outputs), next((code for code in codes if code), 0)
+
+
+def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
+                        machine_env=None):
+    """Run scripts as run_scripts does, as 2 machines of 1 process each on 127.0.0.1
+    (accelerate launch --num_machines 2, one launcher per "machine", on the CPU); return
+    {name: measurement}. machine_env(rank): more environment for machine `rank`'s launcher."""
+    from tools.run_course import accelerate_launch
+    plan_path = write_plan(step, scripts, folder, flags, 2)
+    port = free_port()
+    launches = [(accelerate_launch(2) + ["--num_machines", "2", "--machine_rank", str(rank),
+                                         "--main_process_ip", "127.0.0.1",
+                                         "--main_process_port", str(port),
+                                         str(DRIVER), str(plan_path)],
+                 lab_environment(ACCELERATE_USE_CPU="1", **(machine_env(rank) if machine_env
+                                                            else {})))
+                for rank in (0, 1)]
+    return launched(plan_path, folder, 2, *run_within(launches, time_limit))
+
+
+def launched(plan_path, folder, processes, output, exit_code):
+    """Keep a launch's output in folder/launch.out; return its measurements (see measure),
+    or raise when the launch failed in a way that is not a run's own error."""
+    (Path(folder) / "launch.out").write_text(output)
+    measured = measure_plan(plan_path, processes)
+    if exit_code != 0 and not all(m["error"] for m in measured.values()):
+        raise RuntimeError(f"the lab's launch failed (exit {exit_code}):\n{output[-3000:]}")
+    return measured
+
+
 def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None,
-                launcher=None, use_cpu=True):
+                launcher=None, use_cpu=True, time_limit=900):
     """Run scripts ({name: path or (path, env)}) as step `step` runs, all in one launch;
-    return {name: measurement} (see measure). folder keeps every report."""
+    return {name: measurement} (see measure). folder keeps every report. Past time_limit
+    seconds the launch is stopped, every process of it, and TimeLimitReached raised."""
     n = processes or PROCESSES[step]
     plan_path = write_plan(step, scripts, folder, flags, n)
     command, launch_env = launch_command(step, plan_path, n, launcher, use_cpu)
-    result = subprocess.run(command, cwd=REPO, env=lab_environment(**launch_env, **(env or {})),
-                            capture_output=True, text=True, timeout=900)
-    (Path(folder) / "launch.out").write_text(result.stdout + result.stderr)
-    measured = measure_plan(plan_path, n if step > 1 else 1)
-    if result.returncode != 0 and not all(m["error"] for m in measured.values()):
-        raise RuntimeError(f"the lab's launch failed (exit {result.returncode}):\n"
-                           f"{(result.stdout + result.stderr)[-3000:]}")
-    return measured
+    output = run_within([(command, lab_environment(**launch_env, **(env or {})))], time_limit)
+    return launched(plan_path, folder, n if step > 1 else 1, *output)
 
 
 def train_steps(flags):
@@ -199,7 +267,8 @@ def measure(run_folder, processes_launched, train_steps):
     progress bar), weights_equal (all processes ended with the same weights), losses (the
     losses of rank 0's metrics.json), predictions (rank 0's, written), alone_predictions
     (rank 0's final weights evaluated alone), grad_norm (rank 0's, first optimizer step),
-    num_processes (what rank 0's Accelerator said), seconds (training, rank 0)."""
+    num_processes (what rank 0's Accelerator said), seconds (training, rank 0), eval_forwarded
+    (the pairs each process evaluated itself, by rank), weights (rank 0's final weights, hashed)."""
     ranks = [json.loads(p.read_text()) for p in sorted(run_folder.glob("rank*.json"))]
     outcome = json.loads((run_folder / "run0.json").read_text()) \
         if (run_folder / "run0.json").exists() else {"error": "no report", "seconds": 0}
@@ -239,6 +308,9 @@ def measure(run_folder, processes_launched, train_steps):
         "models_created_before": max((len(r.get("created_inside", [])) -
                                       sum(r.get("created_inside", [])) for r in ranks), default=0),
         "lengths": sorted({n for r in ranks for n in r.get("lengths", [])}),
+        # pairs each process evaluated itself (by rank), and rank 0's final weights
+        "eval_forwarded": [r.get("eval_forwarded", 0) for r in sorted(ranks, key=lambda r: r["rank"])],
+        "weights": rank0.get("weights"),
         "seconds": written[-1].get("train_seconds", outcome.get("seconds")),
     }
 
@@ -267,8 +339,11 @@ def process_symptoms(run):
         found.append(Symptom("tail_counted", f"your run scored {max(scored)} samples for "
                              f"{VALIDATION_PAIRS} pairs: the duplicated tail was counted"))
     elif scored and max(scored) < VALIDATION_PAIRS:
-        found.append(Symptom("own_share", "each process scored only its own share "
-                             f"({' and '.join(map(str, scored))} of {VALIDATION_PAIRS} pairs)"))
+        tail = sum(scored) - VALIDATION_PAIRS
+        found.append(Symptom("own_share", "each process scored only its own share: "
+                             f"{' and '.join(map(str, scored))} pairs, which together are the "
+                             f"{VALIDATION_PAIRS}" + (f" and a duplicated tail of {tail}"
+                                                      if tail > 0 else "")))
     if run["writes"] > 1:
         found.append(Symptom("many_writers", f"{run['writes']} processes wrote metrics.json"))
     if run["printed"] > 1:
@@ -285,6 +360,9 @@ def symptoms(run, lesson):
         return process_symptoms(run)
     lesson_has = {s.name for s in process_symptoms(lesson)}
     found = [s for s in process_symptoms(run) if s.name not in lesson_has]
+    if lesson["left_group"] and run["left_group"] is False:
+        found.append(Symptom("stays_in_group", "the same numbers, but the processes exited "
+                             "while still in the process group (the lesson's leave it)"))
     if found:
         return found
     if run["losses"] != lesson["losses"] and run["predictions"] == lesson["predictions"] \
@@ -360,12 +438,12 @@ def verdict(run, lesson, is_lesson=False):
 def measured_cells(run):
     """Return the table's 'measured' cell for a run."""
     if run["error"]:
-        return "refused before training"
+        return "stopped after training" if run["learning_rates"] else "stopped before training"
     cells = [f"{run['processes']} process{'es' if run['processes'] != 1 else ''}"
              + (f" ({run['alone']} alone)" if run["alone"] else "")]
     scored = run["scored"]
     if scored:
-        cells.append("scored " + " + ".join(map(str, scored)))
+        cells.append("scored by each process: " + ", ".join(map(str, scored)) + " pairs")
         cells.append("accuracy " + " / ".join(f"{a:.4f}" for a in run["accuracy"]))
     cells.append(f"{run['writes']} metrics.json write{'s' if run['writes'] != 1 else ''}")
     if run["processes"] > 1:

@@ -16,6 +16,7 @@ Every process writes, into the run's folder:
 - rank<R>.out: what it printed (stdout and stderr);
 - rank<R>.json: what its Accelerate state says (process index, number of processes,
   distributed type, backend), what it computed with the metric (pairs, accuracy, F1), how
+  many pairs it put through the model in eval mode (its share of the evaluation), how
   often it wrote metrics.json and what it wrote, the gradient norm at its first optimizer
   steps, and a fingerprint of its final weights; the process of rank 0 also evaluates those
   final weights once more on its own, with a plain, unsharded dataloader over the whole
@@ -60,6 +61,8 @@ class Record:
         self.left_group = False
         self.created_inside = []
         self.lengths = []
+        self.eval_forwarded = 0  # pairs this process put through the model in eval mode
+        self.counting = True  # off once the step has returned (the driver's own evaluation)
 
 
 
@@ -101,6 +104,7 @@ def evaluate_alone(model, args):
 
 def report_process(record, args):
     """Write rank<R>.json for this process."""
+    record.counting = False
     state = PartialState._shared_state  # empty when the run stopped before its Accelerator
     model = record.models[-1] if record.models else None
     report = {
@@ -116,6 +120,7 @@ def report_process(record, args):
         "learning_rates": record.learning_rates,
         "created_inside": record.created_inside,
         "lengths": sorted(set(record.lengths)),
+        "eval_forwarded": record.eval_forwarded,
         "weights": fingerprint(model) if model is not None else None,
     }
     if report["rank"] == 0 and model is not None and args is not None and EVALUATE_ALONE:
@@ -143,11 +148,18 @@ def spy_on(step_globals, record):
         record.models.append(model)
         # created by a launched process (inside training_function), or before any launch
         record.created_inside.append(bool(PartialState._shared_state.get("num_processes")))
-        # the lengths of the batches the model sees (the first 40 forward passes)
-        model.register_forward_pre_hook(
-            lambda module, args, kwargs: record.lengths.append(kwargs["input_ids"].shape[1])
-            if len(record.lengths) < 40 and "input_ids" in kwargs else None, with_kwargs=True)
+        model.register_forward_pre_hook(see_batch, with_kwargs=True)
         return model
+
+    def see_batch(module, args, kwargs):
+        """Note the length of the batches the model sees (the first 40 forward passes), and
+        how many pairs this process evaluates (forward passes in eval mode)."""
+        if "input_ids" not in kwargs:
+            return
+        if len(record.lengths) < 40:
+            record.lengths.append(kwargs["input_ids"].shape[1])
+        if not module.training and record.counting:
+            record.eval_forwarded += kwargs["input_ids"].shape[0]
 
     AutoModelForSequenceClassification.from_pretrained = classmethod(from_pretrained)
     undo.append(lambda: setattr(AutoModelForSequenceClassification, "from_pretrained",
