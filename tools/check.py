@@ -178,8 +178,12 @@ def unseen_check(run):
     if run["error"]:
         return Check(name, False, f"the run stopped: {run['error']}")
     problems = []
-    if run["scored"][:1] != [lab.VALIDATION_PAIRS]:
-        problems.append(f"the main process scored {run['scored'][:1]} pairs for "
+    scored = run["scored"][:1]
+    if scored and scored == run["eval_forwarded"][:1]:
+        problems.append(f"the main process scored only its own share, {scored[0]} pairs of "
+                        f"{lab.VALIDATION_PAIRS}")
+    elif scored != [lab.VALIDATION_PAIRS]:
+        problems.append(f"the main process scored {scored[0] if scored else 'no'} pairs for "
                         f"{lab.VALIDATION_PAIRS}: how many predictions to keep depends on the "
                         f"split, not on this setting's number of processes and batch size")
     elif run["predictions"] != run["alone_predictions"]:
