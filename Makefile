@@ -36,7 +36,8 @@ benchmark: install
 
 # one lesson in the terminal, word by word: make lesson STEP=3 (STEP=1: step 1 itself, all new)
 STEP ?= 2
-STEP_DIRS := step1_plain_loop step2_accelerate step3_distributed_eval step4_tpu_notebook
+# the step folders, as tools/steps.py lists them (a test checks that they agree)
+STEP_DIRS := $(patsubst %/train.py,%,$(sort $(wildcard step[0-9]_*/train.py)))
 lesson:
 	@git diff --no-index --color-words \
 		$(if $(filter 1,$(STEP)),/dev/null,$(word $(shell expr $(STEP) - 1),$(STEP_DIRS))/train.py) \

@@ -15,16 +15,12 @@ REPO = Path(__file__).resolve().parent.parent
 GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
 sys.path.insert(0, str(REPO))
 from tools import check, exercise, lab  # noqa: E402
+from tools.steps import TRAIN_PY  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests" / "helpers"))
 import step3_mistakes  # noqa: E402
 
-STEPS = {
-    1: REPO / "step1_plain_loop" / "train.py",
-    2: REPO / "step2_accelerate" / "train.py",
-    3: REPO / "step3_distributed_eval" / "train.py",
-    4: REPO / "step4_tpu_notebook" / "train.py",
-}
+STEPS = TRAIN_PY  # {step: its train.py}, from tools/steps.py
 
 
 def offline_env(**extra):

@@ -15,19 +15,14 @@ import re
 import pytest
 
 from conftest import REPO, STEPS
+from tools.steps import MARKER_ABOVE, docstring_end
 
 # changed lines (added + removed) allowed in each lesson's diff, docstring included
 BUDGET = {2: 50, 3: 55, 4: 61}  # 2: main_process_first re-indents 5 lines; 4: a copy per TPU core
-MARKER_ABOVE = 4  # a marker comment may sit this many lines above the hunk it explains
 
 
 def lines(step):
     return STEPS[step].read_text().splitlines()
-
-
-def docstring_end(text_lines):
-    """Return the index of the line that closes the module docstring (it opens on line 0)."""
-    return next(i for i, line in enumerate(text_lines) if i > 0 and line.rstrip().endswith('"""'))
 
 
 def hunks(step):
@@ -94,3 +89,16 @@ def test_steps_share_one_skeleton():
         assert text.count("\n# %%\n") == 3, step  # imports | training_function | main
         assert "\ndef training_function(" in text and "\ndef main():" in text
         assert text.rstrip().endswith('if __name__ == "__main__":\n    main()')
+
+
+def test_the_steps_are_defined_once():
+    # tools/steps.py lists the step folders; the Makefile finds them on disk (step<N>_*/train.py):
+    # the two agree, and no tool or test lists them again
+    from tools.steps import FOLDERS
+    on_disk = sorted(path.parent.name for path in REPO.glob("step[0-9]_*/train.py"))
+    assert on_disk == [FOLDERS[step] for step in sorted(FOLDERS)]
+    for path in [*REPO.glob("tools/*.py"), *REPO.glob("tests/*.py"), REPO / "Makefile"]:
+        if path.name != "steps.py":
+            text = path.read_text()
+            assert not all(folder in text for folder in FOLDERS.values()), \
+                f"{path.relative_to(REPO)} lists the step folders again"

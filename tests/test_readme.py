@@ -14,6 +14,7 @@ import pytest
 from common.cli import parse_args
 from conftest import REPO
 from tools import update_readme  # noqa: E402  (conftest put the repository on the path)
+from tools.steps import FOLDERS  # noqa: E402
 
 README = (REPO / "README.md").read_text()
 PAGES = {path.name: path.read_text() for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]}
@@ -77,8 +78,7 @@ def test_every_command_names_real_files_and_flags(page, command):
 
 def test_there_are_commands_for_every_step_and_launcher():
     commands = " | ".join(command for _, command in all_commands())
-    for script in ("step1_plain_loop/train.py", "step2_accelerate/train.py",
-                   "step3_distributed_eval/train.py", "step4_tpu_notebook/train.py"):
+    for script in (f"{folder}/train.py" for folder in FOLDERS.values()):
         assert script in commands
     assert "accelerate launch --config_file configs/cpu-2-processes.yaml" in commands
     assert "torchrun --standalone --nproc_per_node 2" in commands

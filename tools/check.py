@@ -257,9 +257,12 @@ def runs_for(step, candidates, folder, measured=None, step3_reference=None, one=
                                        time_limit=time_limit)
         runs["two"] = measured
     elif step == 3:
-        # the candidates run before the lesson: no output of the lesson exists while they run
-        runs["two"] = measured or lab.run_scripts(3, {**candidates, "lesson": STEP_FILE[3]},
-                                                  folder / "two", time_limit=time_limit)
+        # the candidates in a launch of their own, before the lesson's: no output of the
+        # lesson exists while they run, and a collective only some of their processes join
+        # ends their launch (the others leave), instead of meeting the lesson's collectives
+        runs["two"] = measured or {
+            **lab.run_scripts(3, candidates, folder / "yours", time_limit=time_limit),
+            **lab.run_scripts(3, {"lesson": STEP_FILE[3]}, folder / "two", time_limit=time_limit)}
         if unseen:
             runs["unseen"] = lab.run_on_two_machines(3, candidates, folder / "unseen",
                                                      UNSEEN_FLAGS, time_limit)
@@ -347,8 +350,8 @@ def main():
         except lab.TimeLimitReached as stopped:
             checks = [Check(f"it finishes within the time limit ({args.time_limit} s)", False,
                             f"the run was {stopped}, and was stopped with every process it had "
-                            f"started: a loop that never ends? (on a slow machine: "
-                            f"--time-limit with more seconds)")]
+                            f"started: a loop that never ends, or a process waiting for the "
+                            f"others? (on a slow machine: --time-limit with more seconds)")]
     # the reference's runs are removed (the student's stay, to read): no later run on this
     # machine finds the lesson's outputs
     for reference in [*folder.glob("*/lesson"), *folder.glob("*/step1"), folder / "step3"]:

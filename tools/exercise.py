@@ -16,15 +16,10 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tools/ is not installed
+from tools.steps import FOLDERS, MARKER_ABOVE, docstring_end  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
-FOLDERS = {1: "step1_plain_loop", 2: "step2_accelerate", 3: "step3_distributed_eval",
-           4: "step4_tpu_notebook"}
-MARKER_ABOVE = 4  # as in tests/test_lessons.py: a marker may sit this far above its hunk
-
-
-def docstring_end(lines):
-    """Return the index of the line that closes the module docstring (it opens on line 0)."""
-    return next(i for i, line in enumerate(lines) if i > 0 and line.rstrip().endswith('"""'))
 
 
 def marker_texts(lines, start, end, step):

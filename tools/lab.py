@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from common.launch import free_port
+from tools.steps import FOLDERS
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tools" / "lab_driver.py"
-FOLDERS = {1: "step1_plain_loop", 2: "step2_accelerate", 3: "step3_distributed_eval",
-           4: "step4_tpu_notebook"}
 VALIDATION_PAIRS = 408
 # a short run: enough optimizer steps for a missing line to show, few enough for class
 SHORT_RUN = ["--max-train-steps", "30"]

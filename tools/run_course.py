@@ -39,10 +39,11 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tools/ is not installed
+from tools.steps import FOLDERS  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "configs"
-FOLDERS = {1: "step1_plain_loop", 2: "step2_accelerate", 3: "step3_distributed_eval",
-           4: "step4_tpu_notebook"}
 IDENTICAL_FIELDS = ("predictions", "train_losses", "accuracy", "f1")
 # (earlier step, later step) -> None: must be identical; a number: |difference| of accuracy
 # and F1 allowed (see the docstring for why)
