@@ -1,7 +1,7 @@
 """Step 1 of 4: the plain PyTorch training loop, as in the Hugging Face course's "A full training".
 
 Run:   python step1_plain_loop/train.py --output-dir outputs/step1
-Read:  README.md, which explains each step; make lesson STEP=N shows step N's lesson as a diff
+Read:  README.md beside this file (the lesson); make lesson STEP=N shows the lesson as a diff
 """
 
 # %%

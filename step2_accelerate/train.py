@@ -1,7 +1,7 @@
 """Step 2 of 4: step 1 with Accelerate: an Accelerator, prepare(), backward(), no device lines.
 
 Run:   python step2_accelerate/train.py --output-dir outputs/step2
-Read:  README.md, which explains each step; make lesson STEP=N shows step N's lesson as a diff
+Read:  README.md beside this file (the lesson); make lesson STEP=N shows the lesson as a diff
 """
 
 # %%

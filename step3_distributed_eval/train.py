@@ -2,7 +2,7 @@
 
 Run:   ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml \
            step3_distributed_eval/train.py --output-dir outputs/step3
-Read:  README.md, which explains each step; make lesson STEP=N shows step N's lesson as a diff
+Read:  README.md beside this file (the lesson); make lesson STEP=N shows the lesson as a diff
 """
 
 # %%

@@ -1,7 +1,7 @@
 """Step 4 of 4: step 3 as Accelerate's TPU notebook: one function started by notebook_launcher.
 
 Run:   python step4_tpu_notebook/train.py --num-processes 2 --output-dir outputs/step4
-Read:  README.md, which explains each step; make lesson STEP=N shows step N's lesson as a diff
+Read:  README.md beside this file (the lesson); make lesson STEP=N shows the lesson as a diff
 """
 
 # %%

@@ -1,6 +1,7 @@
-"""The README agrees with the code: its diffs, its commands, and its numbers.
+"""The pages agree with the code (the README, each lesson's page, the docs): their diffs,
+their commands and their numbers.
 
-Every command of the README's (and the docs pages') bash blocks is read as a newcomer would
+Every command of the pages' bash blocks is read as a newcomer would
 type it after the two set-up commands: the files it names exist, the step's flags parse, the
 launcher's own flags parse with the launcher's own parser, and the make targets exist; and
 the README tells how to activate `.venv` before its first bare `python`.
@@ -17,14 +18,19 @@ from tools import update_readme  # noqa: E402  (conftest put the repository on t
 from tools.steps import FOLDERS  # noqa: E402
 
 README = (REPO / "README.md").read_text()
-PAGES = {path.name: path.read_text() for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]}
+# the front door, each lesson's page beside its code, and the docs
+PAGES = {str(path.relative_to(REPO)): path.read_text()
+         for path in [*update_readme.PAGES, *sorted((REPO / "docs").glob("*.md"))]}
+EVERY_PAGE = "\n".join(PAGES.values())
 # written by the commands themselves, or a placeholder for the reader's own
 NOT_IN_THE_REPOSITORY = ("outputs/", "exercises/", "path/to", ".venv/", "$PWD/")  # $PWD: a student's clone
 
 
-def test_the_diffs_in_the_readme_are_the_real_diffs():
-    assert update_readme.BLOCK.findall(README), "the README shows no generated diff"
-    assert update_readme.render(README) == README, "run python tools/update_readme.py"
+def test_the_diffs_on_the_pages_are_the_real_diffs():
+    assert update_readme.shown(update_readme.BLOCK), "no page shows a generated diff"
+    for page in update_readme.PAGES:
+        assert update_readme.render(page.read_text()) == page.read_text(), \
+            f"{page.relative_to(REPO)}: run python tools/update_readme.py"
 
 
 def shell_commands(text):
@@ -93,23 +99,29 @@ def test_every_make_target_the_readme_uses_exists():
 
 def test_the_activation_comes_before_the_first_bare_python():
     # after `make course` / `make test`, a newcomer's `python ...` must be .venv's python
+    # (the lessons' pages are reached from the README, after it)
     activation = README.find("source .venv/bin/activate")
-    first_python = min(README.find(command) for command in shell_commands(README)
-                       if command.startswith("python "))
-    assert 0 <= activation < first_python
+    pythons = [README.find(command) for command in shell_commands(README)
+               if command.startswith("python ")]
+    assert activation >= 0 and all(activation < at for at in pythons)
 
 
-def test_the_first_lesson_diff_is_within_the_first_150_lines():
-    start = next(i for i, line in enumerate(README.splitlines(), 1) if line.startswith("```diff"))
-    assert start <= 150, f"the first lesson's diff starts on line {start}"
+def test_the_front_door_is_short_and_each_lesson_has_its_page():
+    assert len(README.splitlines()) <= 200
+    for step, folder in FOLDERS.items():
+        page = PAGES[f"{folder}/README.md"]
+        assert f"({folder}/README.md)" in README  # linked from the front door
+        assert f"<!-- BEGIN whatif {step} -->" in page
+        if step > 1:
+            assert f"<!-- BEGIN diff {FOLDERS[step - 1]} {folder} -->" in page
 
 
 @pytest.mark.parametrize("step", [1, 2])
 def test_the_numbers_shown_for_steps_1_and_2_are_what_a_run_gives(default_runs, step):
     shown = re.search(rf"step {step} \(\S+, python\) \.\.\. done in \d+ s: "
-                      rf"accuracy (\S+), f1 (\S+)", README)
+                      rf"accuracy (\S+), f1 (\S+)", README)  # make course's lines
     assert shown, f"the README shows no result line for step {step}"
     metrics = default_runs[step]
     assert shown.groups() == (f"{metrics['accuracy']:.4f}", f"{metrics['f1']:.4f}")
     assert f"validation: accuracy {metrics['accuracy']:.4f}, f1 {metrics['f1']:.4f} (408 pairs)" \
-        in README
+        in PAGES[f"{FOLDERS[step]}/README.md"]  # the lesson's own run

@@ -1,5 +1,5 @@
 """The what-if lab: every variant applies to today's step, runs for real, and has the
-consequence the README's tables say it has.
+consequence the lessons' pages' tables say it has.
 
 The runs are short (lab.SHORT_RUN: 30 optimizer steps) and shared: one launch per step runs
 the step and all its variants (tests/conftest.py, LabRuns). Each test asserts the measured
@@ -13,9 +13,8 @@ import pytest
 
 from conftest import REPO, STEPS, lab
 
-from tools import whatif  # noqa: E402  (conftest put the repository on the path)
+from tools import update_readme, whatif  # noqa: E402  (conftest put the repository on the path)
 
-README = (REPO / "README.md").read_text()
 ALL_VARIANTS = [(step, v.name) for step in STEPS for v in lab.variants(step)]
 
 
@@ -205,11 +204,11 @@ def masked(table):
 
 @pytest.mark.parametrize("step", [1, 2, 3, 4])
 def test_the_readme_shows_each_steps_table_as_the_lab_measures_it(lab_runs, step):
-    shown = dict((int(m.group(2)), m.group(3)) for m in whatif.BLOCK.finditer(README))
-    assert step in shown, f"the README has no what-if table for step {step}"
+    shown = dict((int(m.group(2)), m.group(3)) for m in update_readme.shown(update_readme.WHATIF))
+    assert step in shown, f"no lesson page has a what-if table for step {step}"
     measured = whatif.block(step, lab_runs(step).rows)
     assert masked(shown[step]) == masked(measured), \
-        f"the README's step {step} what-if table is stale: run python tools/whatif.py --readme"
+        f"the step {step} what-if table is stale: run python tools/whatif.py --readme"
 
 
 def test_the_terminal_gets_plain_text_not_markdown():

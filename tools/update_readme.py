@@ -1,12 +1,15 @@
-"""Regenerate the parts of README.md that come from the code: the diffs between the steps.
+"""The one writer of the pages' generated blocks: the README and each lesson's page.
 
-    python tools/update_readme.py          (rewrites README.md in place)
-    python tools/update_readme.py --check  (exit 1 if README.md is stale)
+    python tools/update_readme.py          (rewrites the diffs in place: make readme)
+    python tools/update_readme.py --check  (exit 1 if a page's diff is stale)
 
-A generated part sits between two markers,
+A generated block sits between two markers, on any of PAGES:
     <!-- BEGIN diff step1_plain_loop step2_accelerate -->  ...  <!-- END diff -->
-and holds `diff -u` of the two steps' train.py, in a ```diff block. tests/test_readme.py
-fails when README.md and the code disagree.
+holds `diff -u` of the two steps' train.py, in a ```diff block (made here, from the code);
+    <!-- BEGIN whatif 3 -->  ...  <!-- END whatif -->
+holds step 3's what-if table, which only a run can measure: tools/whatif.py --readme runs it
+and hands the tables to write_pages. tests/test_readme.py and tests/test_whatif.py fail when
+a page and the code disagree.
 """
 
 import argparse
@@ -15,9 +18,13 @@ import re
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tools/ is not installed
+from tools.steps import FOLDERS, REPO  # noqa: E402
+
 README = REPO / "README.md"
+PAGES = [README, *(REPO / folder / "README.md" for folder in FOLDERS.values())]
 BLOCK = re.compile(r"(<!-- BEGIN diff (\S+) (\S+) -->\n)(.*?)(<!-- END diff -->)", re.S)
+WHATIF = re.compile(r"(<!-- BEGIN whatif (\d) -->\n)(.*?)(<!-- END whatif -->)", re.S)
 
 
 def step_diff(earlier, later):
@@ -27,26 +34,49 @@ def step_diff(earlier, later):
     return "".join(difflib.unified_diff(a, b, f"{earlier}/train.py", f"{later}/train.py"))
 
 
-def render(text):
-    """Return the README text with every diff block regenerated."""
-    def fill(match):
+def render(text, whatif_tables=None):
+    """Return a page's text with every diff block regenerated, and the what-if blocks of the
+    steps in whatif_tables ({step: Markdown}) replaced."""
+    def diff(match):
         head, earlier, later, _, tail = match.groups()
         return f"{head}```diff\n{step_diff(earlier, later)}```\n{tail}"
-    return BLOCK.sub(fill, text)
+
+    def table(match):
+        head, step, _, tail = match.groups()
+        body = (whatif_tables or {}).get(int(step))
+        return head + body + tail if body else match.group(0)
+
+    return WHATIF.sub(table, BLOCK.sub(diff, text))
+
+
+def shown(pattern):
+    """Return the blocks of one kind (BLOCK or WHATIF) on all pages, as their matches."""
+    return [match for page in PAGES for match in pattern.finditer(page.read_text())]
+
+
+def write_pages(whatif_tables=None):
+    """Regenerate every page's blocks (see render); return the names of the pages changed."""
+    changed = []
+    for page in PAGES:
+        text = page.read_text()
+        new = render(text, whatif_tables)
+        if new != text:
+            page.write_text(new)
+            changed.append(str(page.relative_to(REPO)))
+    return changed
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    text = README.read_text()
-    new = render(text)
     if args.check:
-        if new != text:
-            sys.exit("error: README.md's diffs are stale; run python tools/update_readme.py")
+        stale = [str(p.relative_to(REPO)) for p in PAGES if render(p.read_text()) != p.read_text()]
+        if stale:
+            sys.exit(f"error: stale diffs in {', '.join(stale)}; run python tools/update_readme.py")
         return
-    README.write_text(new)
-    print(f"updated {README.name}: {len(BLOCK.findall(new))} diffs")
+    changed = write_pages()
+    print(f"updated: {', '.join(changed) or 'nothing (the diffs were up to date)'}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python tools/whatif.py                 (every step; about a minute on 2 CPU cores)
     python tools/whatif.py --step 3        (one step: make what-if STEP=3)
-    python tools/whatif.py --readme        (also rewrite the tables in README.md)
+    python tools/whatif.py --readme        (also rewrite the tables of the lessons' pages)
 
 Each variant is a patch beside its step (stepN_*/whatif/<name>.patch) that takes one lesson
 line out, or does it the other common way; it is applied to a copy, never to the step. The
@@ -13,11 +13,11 @@ course's launch check joins them on the CPU). The table says, for each: the chan
 them believed they were alone; pairs each process scored; accuracy; metrics.json writes;
 whether the processes ended with the same weights), the verdict against the lesson, and the
 training time, as plain text in the terminal (the Markdown tables, with --readme, go to
-the README). tests/test_whatif.py runs the same and checks the README's tables.
+the lessons' pages, through tools/update_readme.py). tests/test_whatif.py runs the same and
+checks the pages' tables.
 """
 
 import argparse
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -25,11 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tools import lab  # noqa: E402
+from tools import lab, update_readme  # noqa: E402
 from tools.run_course import describe_machine  # noqa: E402
 
-README = REPO / "README.md"
-BLOCK = re.compile(r"(<!-- BEGIN whatif (\d) -->\n)(.*?)(<!-- END whatif -->)", re.S)
 LAUNCHES = {1: "1 process (python)", 2: "2 CPU processes (accelerate launch)",
             3: "2 CPU processes (accelerate launch, the course's config, without ACCELERATE_USE_CPU)",
             4: "2 CPU processes (notebook_launcher), dropout off"}
@@ -48,13 +46,13 @@ def variant_notes(step):
 
 
 def notes(step):
-    """Return the variants' notes as the README's Markdown list."""
+    """Return the variants' notes as the lesson page's Markdown list."""
     found = [f"- **{name}**: {note}" for name, note in variant_notes(step)]
     return "\n".join(found) + ("\n" if found else "")
 
 
 def block(step, rows, with_time=True):
-    """Return a step's table as the README shows it: the table, then the variants' notes."""
+    """Return a step's table as its lesson page shows it: the table, then the variants' notes."""
     table = lab.markdown_table(rows, with_time)
     extra = notes(step)
     return table + ("\n" + extra if extra else "")
@@ -63,7 +61,7 @@ def block(step, rows, with_time=True):
 def plain_text(step, rows, width=100):
     """Return a step's what-if results for a terminal: one block per variant (its change,
     what was measured, the verdict against the lesson, the time), then the variants' notes,
-    as plain wrapped text; the Markdown table is for the README (--readme)."""
+    as plain wrapped text; the Markdown table is for the lesson's page (--readme)."""
     import textwrap
 
     def wrapped(label, text):
@@ -91,7 +89,7 @@ def main():
     parser.add_argument("--output-dir", help="keep every run's reports here (default: a "
                                              "temporary folder)")
     parser.add_argument("--readme", action="store_true",
-                        help="rewrite the what-if tables in README.md with these results")
+                        help="rewrite the what-if tables of the lessons' pages with these results")
     args = parser.parse_args()
     folder = Path(args.output_dir or tempfile.mkdtemp(prefix="whatif-"))
     blocks = {}
@@ -106,16 +104,8 @@ def main():
         print(plain_text(step, rows), flush=True)
     print(f"Measured on {describe_machine()}.")
     if args.readme:
-        text = README.read_text()
-
-        def fill(match):
-            head, step, _, tail = match.groups()
-            body = blocks.get(int(step))
-            return head + body + tail if body else match.group(0)
-
-        README.write_text(BLOCK.sub(fill, text))
-        print(f"updated the what-if tables of {README.name}: steps {sorted(blocks)}")
-
+        changed = update_readme.write_pages(whatif_tables=blocks)
+        print(f"updated the what-if tables of steps {sorted(blocks)}: {', '.join(changed) or 'no change'}")
 
 if __name__ == "__main__":
     main()
