@@ -9,10 +9,12 @@ the grader says no more than it measured.
 """
 
 import re
+import subprocess
+import sys
 
 import pytest
 
-from conftest import STEPS, check, exercise, lab, step3_mistakes
+from conftest import REPO, STEPS, check, exercise, lab, step3_mistakes
 
 # the hint (symptom) that must name each variant's mistake
 EXPECTED_HINTS = {
@@ -88,9 +90,6 @@ def test_every_variant_fails_with_the_hint_that_names_its_mistake(lab_runs, step
 # failing cleanly: before anything launches, and at the time limit ---------------------------
 
 def run_check(step, path, *flags, timeout=300):
-    import subprocess
-    import sys
-    from conftest import REPO
     return subprocess.run([sys.executable, str(REPO / "tools" / "check.py"), str(step), str(path),
                            *flags], cwd=REPO, capture_output=True, text=True, timeout=timeout)
 

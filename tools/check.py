@@ -39,10 +39,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tools import lab  # noqa: E402
+from tools.steps import FOLDERS, TRAIN_PY as STEP_FILE  # noqa: E402
 
-STEP_FILE = {step: REPO / folder / "train.py" for step, folder in lab.FOLDERS.items()}
-# seconds one launch of the grader may run (the lesson's own and the student's runs, one
-# after the other): step 3's whole check takes about 40 s on 2 cores
+# seconds one launch of the grader may run (the student's runs, the lesson's, or the unseen
+# setting's): step 3's whole check, all three, takes about 30 s on 2 cores
 TIME_LIMIT = 300
 
 
@@ -62,6 +62,9 @@ def hint(run, reference, names=None):
 
 
 # what a crash says, and what it means in the lesson's words (without writing the answer)
+NOT_EVERY_PROCESS_GATHERED = ("one process waited in a gather that another process never "
+                              "joined: a gather is a meeting of every process, so every process "
+                              "must call it, in the same order")
 CRASH_HINTS = [
     ("Mismatch in the number of predictions",
      "the metric got more predictions than references: each process holds only its own share "
@@ -69,11 +72,8 @@ CRASH_HINTS = [
     ("Unsupported types",
      "gather() was given something that is not a tensor (a Python list or number): it gathers "
      "tensors; turn them into Python values after gathering"),
-    *((text, "one process waited in a gather that another process never joined: a gather is a "
-             "meeting of every process, so every process must call it, in the same order")
-      # the course's own line (common/interrupt.py), and gloo's: "Connection closed by peer",
-      # "Connection reset by peer"
-      for text in ("lost another process", "by peer")),
+    ("lost another process", NOT_EVERY_PROCESS_GATHERED),  # the course's line (common/interrupt.py)
+    ("by peer", NOT_EVERY_PROCESS_GATHERED),  # gloo's "Connection closed (or reset) by peer"
 ]
 
 
@@ -288,7 +288,7 @@ def grade(step, name, runs):
     return grade_step4(runs["two"][name], runs["step3"]["lesson"])
 
 
-def before_launch(step, path):
+def before_launch(path):
     """Return the Checks made on the file before anything is launched: it is Python, and its
     own code (its code, docstrings and comments aside, neither runs nor imports the course's
     step files)."""
@@ -312,7 +312,7 @@ def before_launch(step, path):
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and id(node) not in docstrings:
-            uses_reference |= {folder for folder in lab.FOLDERS.values() if folder in node.value}
+            uses_reference |= {folder for folder in FOLDERS.values() if folder in node.value}
         name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(
             node, ast.Attribute) else None
         if name in ("exec", "runpy", "importlib", "__import__", "run_path", "import_module"):
@@ -320,7 +320,7 @@ def before_launch(step, path):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [alias.name for alias in node.names] + [getattr(node, "module", "") or ""]
             uses_reference |= {m for m in modules if m.split(".")[0] in
-                               ("runpy", "importlib", *lab.FOLDERS.values())}
+                               ("runpy", "importlib", *FOLDERS.values())}
     if uses_reference:
         return [Check("it is its own code", False,
                       f"it uses {', '.join(sorted(uses_reference))}: the exercise is graded on "
@@ -341,7 +341,7 @@ def main():
     start = time.perf_counter()
     folder = Path(tempfile.mkdtemp(prefix=f"check-step{args.step}-"))
     print(f"checking {args.file} as step {args.step} (the runs: {folder})", flush=True)
-    checks = before_launch(args.step, args.file)
+    checks = before_launch(args.file)
     if not checks:
         try:
             runs = runs_for(args.step, {"yours": args.file.resolve()}, folder,

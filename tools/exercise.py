@@ -17,9 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tools/ is not installed
-from tools.steps import FOLDERS, MARKER_ABOVE, docstring_end  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
+from tools.steps import FOLDERS, MARKER_ABOVE, REPO, docstring_end  # noqa: E402
 
 
 def marker_texts(lines, start, end, step):

@@ -194,11 +194,10 @@ def run_within(launches, seconds):
     return "".join(outputs), next((code for code in codes if code), 0)
 
 
-def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
-                        machine_env=None):
+def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900):
     """Run scripts as run_scripts does, as 2 machines of 1 process each on 127.0.0.1
     (accelerate launch --num_machines 2, one launcher per "machine", on the CPU); return
-    {name: measurement}. machine_env(rank): more environment for machine `rank`'s launcher."""
+    {name: measurement}."""
     from tools.run_course import accelerate_launch
     plan_path = write_plan(step, scripts, folder, flags, 2)
     port = free_port()
@@ -206,8 +205,7 @@ def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
                                          "--main_process_ip", "127.0.0.1",
                                          "--main_process_port", str(port),
                                          str(DRIVER), str(plan_path)],
-                 lab_environment(ACCELERATE_USE_CPU="1", **(machine_env(rank) if machine_env
-                                                            else {})))
+                 lab_environment(ACCELERATE_USE_CPU="1"))
                 for rank in (0, 1)]
     return launched(plan_path, folder, 2, *run_within(launches, time_limit))
 

@@ -140,17 +140,14 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False, xla=Non
         plans[4] = Launch("notebook_launcher", step4, {"PJRT_DEVICE": "TPU"}, 0,
                           "every TPU chip (notebook_launcher's TPU branch; num_processes is "
                           "ignored there)")
-    elif tpu and xla:
-        plans[4] = Launch("notebook_launcher", step4, {**one_thread, **no_xla, "PJRT_DEVICE": ""},
-                          n, f"{n} processes on the CPU (gloo): notebook_launcher uses a TPU "
-                          "only in a Colab or Kaggle notebook; there, run step 4 as the "
-                          "notebook (tpu_training.ipynb)")
     elif tpu:
         # PJRT_DEVICE emptied: with it, notebook_launcher in Colab or Kaggle would take its TPU
-        # branch and import the torch_xla that is not here
+        # branch (and import a torch_xla that may not be here)
+        why = ("notebook_launcher uses a TPU only in a Colab or Kaggle notebook; there" if xla
+               else "torch_xla is not installed here; on the TPU")
         plans[4] = Launch("notebook_launcher", step4, {**one_thread, **no_xla, "PJRT_DEVICE": ""},
-                          n, f"{n} processes on the CPU (gloo): torch_xla is not installed "
-                          "here; on the TPU, run step 4 as the notebook (tpu_training.ipynb)")
+                          n, f"{n} processes on the CPU (gloo): {why}, run step 4 as the "
+                          "notebook (tpu_training.ipynb)")
     elif gpus == 1:
         plans[4] = Launch("notebook_launcher", step4, cpu_env, n, where)
     elif on_gpus:
