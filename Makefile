@@ -9,8 +9,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: course test test-classroom benchmark lesson notebook readme xla-lane install clean what-if exercise check verify-embedded gpu-check gpu-bundle
+.PHONY: course test lesson what-if exercise check install clean \
+	test-classroom benchmark notebook readme xla-lane verify-embedded gpu-check gpu-bundle
 
+# the pinned packages, and the course itself (common/ and accelerate_course/, editable)
 $(BIN)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -r requirements.txt
@@ -19,12 +21,39 @@ $(BIN)/.installed: requirements.txt pyproject.toml
 
 install: $(BIN)/.installed
 
+clean:
+	rm -rf $(VENV) outputs
+
+# ---- for a class: accelerate_course/ ---------------------------------------------------------
+
 course: install
-	$(BIN)/python tools/run_course.py $(ARGS)
+	$(BIN)/python -m accelerate_course.run_course $(ARGS)
 
 # make test STEP=3: that lesson's comparison and what-if tests alone
 test: install
 	$(BIN)/python -m pytest $(if $(filter command line,$(origin STEP)),-m step$(STEP)) $(ARGS)
+
+# one lesson in the terminal, word by word: make lesson STEP=3 (STEP=1: step 1 itself, all new)
+STEP ?= 2
+# the step folders, as accelerate_course/steps.py lists them (a test checks that they agree)
+STEP_DIRS := $(patsubst %/train.py,%,$(sort $(wildcard step[0-9]_*/train.py)))
+lesson:
+	@git diff --no-index --color-words \
+		$(if $(filter 1,$(STEP)),/dev/null,$(word $(shell expr $(STEP) - 1),$(STEP_DIRS))/train.py) \
+		$(word $(STEP),$(STEP_DIRS))/train.py || true
+
+# what breaks without each lesson line: make what-if STEP=3 (all steps without STEP)
+what-if: install
+	$(BIN)/python -m accelerate_course.whatif $(if $(filter command line,$(origin STEP)),--step $(STEP)) $(ARGS)
+
+# a lesson as an exercise, and its grading: make exercise STEP=3, make check STEP=3 FILE=...
+exercise: install
+	$(BIN)/python -m accelerate_course.exercise $(STEP) $(ARGS)
+FILE ?= exercises/step$(STEP)/train.py
+check: install
+	$(BIN)/python -m accelerate_course.check $(STEP) $(FILE) $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT))
+
+# ---- for the course's maintainers: accelerate_course/maintain/ ------------------------------
 
 # the classroom recipe (docs/classroom.md) end to end with local bare repositories: two real
 # gradings, about 2 minutes (in CI, not in make test)
@@ -32,48 +61,25 @@ test-classroom: install
 	COURSE_CLASSROOM_TEST=1 $(BIN)/python -m pytest tests/test_classroom.py -s $(ARGS)
 
 benchmark: install
-	$(BIN)/python tools/benchmark.py $(ARGS)
+	$(BIN)/python -m accelerate_course.maintain.benchmark $(ARGS)
 
-# one lesson in the terminal, word by word: make lesson STEP=3 (STEP=1: step 1 itself, all new)
-STEP ?= 2
-# the step folders, as tools/steps.py lists them (a test checks that they agree)
-STEP_DIRS := $(patsubst %/train.py,%,$(sort $(wildcard step[0-9]_*/train.py)))
-lesson:
-	@git diff --no-index --color-words \
-		$(if $(filter 1,$(STEP)),/dev/null,$(word $(shell expr $(STEP) - 1),$(STEP_DIRS))/train.py) \
-		$(word $(STEP),$(STEP_DIRS))/train.py || true
-
-# rebuild what is generated from the code: the notebook and the README's diffs
+# rebuild what is generated from the code: the notebook and the lesson pages' diffs
 notebook: install
-	$(BIN)/python tools/build_notebook.py
+	$(BIN)/python -m accelerate_course.maintain.build_notebook
 readme: install
-	$(BIN)/python tools/update_readme.py
-
-clean:
-	rm -rf $(VENV) outputs
+	$(BIN)/python -m accelerate_course.maintain.update_readme
 
 # step 4 on torch_xla (CPU backend) in its own environment (.venv-xla, about 7 GB, once)
 xla-lane:
-	bash tools/xla_lane.sh
-
-# what breaks without each lesson line: make what-if STEP=3 (all steps without STEP)
-what-if: install
-	$(BIN)/python tools/whatif.py $(if $(filter command line,$(origin STEP)),--step $(STEP)) $(ARGS)
-
-# a lesson as an exercise, and its grading: make exercise STEP=3, make check STEP=3 FILE=...
-exercise: install
-	$(BIN)/python tools/exercise.py $(STEP) $(ARGS)
-FILE ?= exercises/step$(STEP)/train.py
-check: install
-	$(BIN)/python tools/check.py $(STEP) $(FILE) $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT))
+	bash accelerate_course/maintain/xla_lane.sh
 
 # rebuild the embedded data and checkpoint from source into a temporary folder and compare
 verify-embedded: install
-	$(BIN)/python tools/verify_embedded.py $(ARGS)
+	$(BIN)/python -m accelerate_course.maintain.verify_embedded $(ARGS)
 
 # the course on one CUDA GPU, in a few minutes, as a table (docs/gpu.md); with no GPU: one line, exit 1
 gpu-check: install
-	$(BIN)/python tools/gpu_check.py $(ARGS)
+	$(BIN)/python -m accelerate_course.maintain.gpu_check $(ARGS)
 # the pinned packages as wheels for a GPU machine without network (gpu-bundle/; see docs/gpu.md)
 gpu-bundle: install
-	$(BIN)/python tools/gpu_bundle.py $(ARGS)
+	$(BIN)/python -m accelerate_course.maintain.gpu_bundle $(ARGS)

@@ -1,6 +1,6 @@
 """What the step 4 notebook's setup cell installs, decided by one function for any runtime.
 
-The setup cell runs before the course is installed, so tools/build_notebook.py puts this
+The setup cell runs before the course is installed, so accelerate_course/maintain/build_notebook.py puts this
 function's own source in it (with tpu_chips from common/tpu.py); tests run the same function
 for each runtime a class opens the notebook on (tests/test_notebook_setup.py), and
 docs/notebook-setup.md shows its answers.

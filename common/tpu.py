@@ -1,7 +1,7 @@
 """Is a TPU attached? The test torch_xla itself makes, in one small function.
 
 The notebook's setup cell (which runs before the course is installed, so it carries this
-function's own source, put there by tools/build_notebook.py) and the course runner both use
+function's own source, put there by accelerate_course/maintain/build_notebook.py) and the course runner both use
 it. A Google PCI vendor id alone is not a TPU: Google's gVNIC network card on a GCE virtual
 machine has the same vendor, 0x1ae0; torch_xla also requires a TPU device id
 (torch_xla 2.9.0, _internal/tpu.py, _TPU_PCI_DEVICE_IDS and num_available_chips).

@@ -115,7 +115,8 @@ def training_function(args):
     results = {
         "accuracy": eval_metric["accuracy"], "f1": eval_metric["f1"],
         "eval_samples": len(predictions), "predictions": predictions.tolist(),
-        "train_losses": train_losses, "num_processes": accelerator.num_processes,  # step 2: ran on
+        # step 2: how many processes ran it, as the Accelerator counts them
+        "train_losses": train_losses, "num_processes": accelerator.num_processes,
         "train_seconds": train_seconds, "eval_seconds": eval_seconds,
         "eval_gathered": len(gathered),  # step 3: "eval_gathered": how many were gathered, before the cut
     }

@@ -7,7 +7,7 @@
 # a laptop's CPU. It follows Accelerate's "simple NLP example" TPU notebook.
 #
 # The training cells are `step4_tpu_notebook/train.py`'s own cells, copied here by
-# `python tools/build_notebook.py` (a test fails when they differ).
+# `python -m accelerate_course.maintain.build_notebook` (a test fails when they differ).
 
 # %% [markdown]
 # ## Setup
@@ -42,7 +42,7 @@ if QUICK_RUN:
     os.environ["COURSE_ARGS"] = os.environ.get("COURSE_ARGS", "") + " --max-train-steps 50"
 
 # %%
-# setup: written by tools/build_notebook.py
+# setup: written by accelerate_course/maintain/build_notebook.py
 
 # %% [markdown]
 # ## The imports

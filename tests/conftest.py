@@ -1,8 +1,7 @@
-"""Helpers shared by the tests: run a step script as a real subprocess and read its results,
-and the lab's runs (tools/lab.py), made once per session and shared by the tests that read
-them: the comparison tests of each step, the what-if tests and the grader's tests."""
+"""Helpers shared by the tests: run a step script as a real subprocess and read its results;
+the lab's runs (accelerate_course/lab_runs.py decides which share a launch), made once per
+session for the comparison tests of each step, the what-if tests and the grader's tests."""
 
-import functools
 import json
 import re
 import subprocess
@@ -13,14 +12,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
-sys.path.insert(0, str(REPO))
-from tools import check, exercise, lab  # noqa: E402
-from tools.steps import TRAIN_PY  # noqa: E402
+import step3_mistakes  # tests/helpers/ (pytest's pythonpath, in pyproject.toml)
+from accelerate_course import lab
+from accelerate_course.lab_runs import SharedRuns
+from accelerate_course.steps import TRAIN_PY
 
-sys.path.insert(0, str(REPO / "tests" / "helpers"))
-import step3_mistakes  # noqa: E402
-
-STEPS = TRAIN_PY  # {step: its train.py}, from tools/steps.py
+STEPS = TRAIN_PY  # {step: its train.py}, from accelerate_course/steps.py
 
 
 def offline_env(**extra):
@@ -84,75 +81,15 @@ def checkpoint_without_dropout(tmp_path_factory):
 UNSEEN_RUNS = ["lesson", "gather_for_metrics", "hardcoded_cut", "local_main_writes"]
 
 
-class LabRuns:
-    """The lab's runs of one step, each launch made when a test first needs it: the step and
-    its what-if variants in one launch (with the step's exercise beside them, and for step 3
-    the grid of sizes, and step 4's reference when step 4's tests run too), and what grading
-    needs besides (tools/check.py: step 2 on 1 process beside step 1 and step 3; its variants
-    and exercise only when step 2's tests run). Short runs: lab.SHORT_RUN."""
-
-    def __init__(self, step, folder, step3_reference=None, selected=(1, 2, 3, 4)):
-        self.step, self.folder, self.step3_reference = step, folder, step3_reference
-        # selected: the steps whose tests this session runs (all, or the one of make test
-        # STEP=N); a run only another step's tests read is made only when they run
-        self.selected = selected
-        self.extra = {}
-        if step > 1:
-            path = folder / "exercise" / "train.py"
-            path.parent.mkdir(parents=True)
-            path.write_text(exercise.exercise(step))
-            self.extra["exercise"] = path
-        if step == 3:  # in the same launch: the grid of sizes, and step 4's reference
-            self.extra["grid"] = (GRID, {"ACCELERATE_USE_CPU": "1"}, ["--processes", "2"])
-            if 4 in selected:
-                self.extra["lesson without dropout"] = (STEPS[3], {}, lab.step4_flags(folder))
-            # the cheats and crashes the grader must fail (a collective only one process joins
-            # would stall the shared launch: test_exercises runs it alone)
-            self.extra.update(step3_mistakes.write_all(
-                folder / "mistakes", [n for n in step3_mistakes.MISTAKES if n != "gather_on_main_only"]))
-        self.scripts = {**lab.variant_scripts(step, folder=folder), "exercise": self.extra.get("exercise"),
-                        **{name: path for name, path in self.extra.items()
-                           if name in step3_mistakes.MISTAKES}}
-        del self.scripts["lesson"]
-        if step == 1:
-            del self.scripts["exercise"]
-
-    @functools.cached_property
-    def _what_if(self):
-        return lab.what_if(self.step, self.folder, extra=self.extra)
-
-    @property
-    def rows(self):
-        return self._what_if[0]
-
-    @property
-    def measured(self):
-        return self._what_if[1]
-
-    @functools.cached_property
-    def one(self):
-        """Step 2's one-process launch: step 1, step 2, its variants and exercise (when step 2's
-        own tests run: they grade them), and step 3."""
-        candidates = self.scripts if 2 in self.selected else {}
-        return check.one_process_runs({**candidates, "step3": STEPS[3]}, self.folder)
-
-    @functools.cached_property
-    def runs(self):
-        runs = check.runs_for(self.step, self.scripts, self.folder, measured=self.measured,
-                              step3_reference=self.step3_reference and self.step3_reference(),
-                              one=self.one if self.step == 2 else None, unseen=False)
-        if self.step == 3:  # the setting no exercise shows, for the runs whose grade it decides
-            runs["unseen"] = lab.run_on_two_machines(
-                3, {name: self.scripts.get(name, STEPS[3]) for name in UNSEEN_RUNS},
-                self.folder / "unseen", check.UNSEEN_FLAGS)
-        return runs
-
-    @functools.cached_property
-    def graded(self):
-        return {name: check.grade(self.step, name, self.runs) for name in ["lesson", *self.scripts]}
-
-    def __getitem__(self, name):
-        return self.measured[name]
+def step3_extras(step, folder):
+    """What the tests add to step 3's lab launch: the grid of sizes, and the cheats and crashes
+    the grader must fail (not the gather only one process joins: it would stall the shared
+    launch; test_exercises runs it alone)."""
+    if step != 3:
+        return {}
+    return {"grid": (GRID, {"ACCELERATE_USE_CPU": "1"}, ["--processes", "2"]),
+            **step3_mistakes.write_all(folder / "mistakes", [
+                name for name in step3_mistakes.MISTAKES if name != "gather_on_main_only"])}
 
 
 def selected_steps(session):
@@ -165,22 +102,11 @@ def selected_steps(session):
 
 @pytest.fixture(scope="session")
 def lab_runs(tmp_path_factory, request):
-    """lab_runs(step) -> LabRuns of that step, made once per session."""
-    made = {}
-    selected = selected_steps(request.session)
-
-    def step3_reference():
-        """Step 4's reference (step 3 with dropout off), from step 3's lab launch when that
-        launch runs in this session anyway; else None: check.runs_for then runs it alone."""
-        return get(3)["lesson without dropout"] if 3 in selected else None
-
-    def get(step):
-        if step not in made:
-            made[step] = LabRuns(step, tmp_path_factory.mktemp(f"lab_step{step}"),
-                                 step3_reference if step == 4 else None, selected)
-        return made[step]
-
-    return get
+    """lab_runs(step) -> that step's runs (accelerate_course/lab_runs.py), made once per
+    session, each launch when a test first reads it."""
+    return SharedRuns(lambda step: tmp_path_factory.mktemp(f"lab_step{step}"),
+                      selected_steps(request.session), step3_extras,
+                      lambda step: UNSEEN_RUNS if step == 3 else ())
 
 
 def pytest_collection_modifyitems(items):

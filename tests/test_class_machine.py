@@ -118,7 +118,7 @@ def test_step4_runs_while_29500_is_held(tmp_path, crowded):
 def test_a_mac_with_apple_silicon_gets_a_plan_that_says_mps():
     # steps 1 and 2 pick mps by themselves (cuda, else mps, else cpu); the plan says so, and
     # steps 3 and 4 run on CPU processes, as without a GPU (not run here: no Mac)
-    from tools.run_course import plan
+    from accelerate_course.run_course import plan
     planned = plan(0, mps=True)
     assert planned[1].where == planned[2].where == "1 process on Apple's GPU (mps)"
     assert planned[3].where.startswith("2 processes on the CPU (gloo)")
@@ -136,7 +136,7 @@ def test_native_windows_is_sent_to_wsl_in_one_line(monkeypatch, tmp_path):
                                           "then, in its Ubuntu terminal, clone the course and "
                                           "run make course there.  Stop.")
     # the runner: one error line, no traceback, nothing run
-    from tools import run_course
+    from accelerate_course import run_course
     monkeypatch.setattr(sys, "platform", "win32")
     monkeypatch.setattr(sys, "argv", ["run_course.py", "--output-dir", str(tmp_path)])
     with pytest.raises(SystemExit) as stop:

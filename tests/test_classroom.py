@@ -29,16 +29,16 @@ def git(*words, cwd):
 
 def grade(tmp_path, student_repo, name):
     """The documented grading command, in a fresh clone of the student's repository, with the
-    teacher's course cloned at the tag (its make check runs tools/check.py with the course's
+    teacher's course cloned at the tag (its make check runs python -m accelerate_course.check with the course's
     environment; here the environment of these tests, already installed)."""
     graded = tmp_path / f"graded-{name}"
     git("clone", "--quiet", str(student_repo), str(graded), cwd=tmp_path)
     course = tmp_path / f"course-{name}"
     git("clone", "--quiet", "--depth", "1", "--branch", TAG, f"file://{tmp_path / 'teacher.git'}",
         str(course), cwd=tmp_path)
-    result = subprocess.run([sys.executable, str(course / "tools" / "check.py"), "3",
+    result = subprocess.run([sys.executable, "-m", "accelerate_course.check", "3",
                              str(graded / "exercises" / "step3" / "train.py")],
-                            cwd=graded, capture_output=True, text=True, timeout=900)
+                            cwd=course, capture_output=True, text=True, timeout=900)
     print(f"\n$ make -C course check STEP=3 FILE=$PWD/exercises/step3/train.py   # {name}\n"
           f"{result.stdout}exit code {result.returncode}")
     return result
@@ -53,7 +53,7 @@ def test_the_classroom_recipe_grades_a_pushed_solution_and_fails_the_untouched_e
     # the student: clone, write the exercise, commit everything, push
     work = tmp_path / "student"
     git("clone", "--quiet", str(tmp_path / "student.git"), str(work), cwd=tmp_path)
-    subprocess.run([sys.executable, "tools/exercise.py", "3"], cwd=work, check=True,
+    subprocess.run([sys.executable, "-m", "accelerate_course.exercise", "3"], cwd=work, check=True,
                    capture_output=True)
     git("add", "-A", cwd=work)
     git("commit", "--quiet", "-m", "the exercise, untouched", cwd=work)

@@ -14,8 +14,8 @@ from common.embedded.build_checkpoint import PINNED_KERNELS
 from common.embedded.trace import (TRACE_FILE, OpRecorder, describe, digest, first_difference,
                                    load, same_processor)
 from common.checkpoint import EMBEDDED_CHECKPOINT
-from tools.lab import lab_environment
-from tools.verify_embedded import FINE_TUNED_TOLERANCE, weights_verdict, within_tolerance
+from accelerate_course.lab import lab_environment
+from accelerate_course.maintain.verify_embedded import FINE_TUNED_TOLERANCE, weights_verdict, within_tolerance
 
 REPO = Path(__file__).resolve().parent.parent
 

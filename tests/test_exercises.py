@@ -1,6 +1,6 @@
 """Exercises: made from the steps, runnable as they are, and graded honestly.
 
-The grader (tools/check.py) must not be a rubber stamp: for each step, the untouched exercise
+The grader (accelerate_course/check.py) must not be a rubber stamp: for each step, the untouched exercise
 fails, the course's own step passes, and every what-if variant that the lab measures as
 different from the lesson fails with the hint that names its mistake. The variants the
 lab measures as equivalent here (loss.backward() in fp32 without accumulation;
@@ -90,7 +90,7 @@ def test_every_variant_fails_with_the_hint_that_names_its_mistake(lab_runs, step
 # failing cleanly: before anything launches, and at the time limit ---------------------------
 
 def run_check(step, path, *flags, timeout=300):
-    return subprocess.run([sys.executable, str(REPO / "tools" / "check.py"), str(step), str(path),
+    return subprocess.run([sys.executable, "-m", "accelerate_course.check", str(step), str(path),
                            *flags], cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
@@ -178,7 +178,7 @@ def test_a_gather_only_the_main_process_joins_fails_with_its_hint(tmp_path):
 def test_make_exercise_prints_the_steps_own_run_command(step):
     # the README's command for the step (its docstring's Run: line), flags and all, on the
     # exercise's file and an output folder of its own
-    from tools.exercise import run_command
+    from accelerate_course.exercise import run_command
     command = run_command(step, f"exercises/step{step}/train.py")
     text = STEPS[step].read_text()
     flags = {2: [], 3: ["ACCELERATE_USE_CPU=1", "--config_file configs/cpu-2-processes.yaml"],

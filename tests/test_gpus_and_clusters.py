@@ -1,6 +1,6 @@
 """GPUs this torch cannot use, and cluster launches, simulated on a machine without either.
 
-- The course runner's GPU check (tools/run_course.gpu_problem) is given a torch whose CUDA
+- The course runner's GPU check (accelerate_course.run_course.gpu_problem) is given a torch whose CUDA
   answers are those of the machine simulated (a P100, a V100, an H200, a driver too old for
   the build, a CPU build beside an NVIDIA driver); the decision uses torch's own table of which
   compiled code runs on which compute capability (torch/cuda/__init__.py, torch 2.13.0).
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from conftest import STEPS, assert_ok, read_metrics, run_command, run_step
-from tools.run_course import accelerate_launch, gpu_problem, nvidia_driver
+from accelerate_course.run_course import accelerate_launch, gpu_problem, nvidia_driver
 
 # the x86-64 CUDA 13.0 build's compiled architectures, from torch's own table of its releases
 CUDA13_ARCHS = [f"sm_{cc}" for cc in sorted(torch.cuda.PYTORCH_RELEASES_CODE_CC["13.0"]["x86_64"])]
@@ -90,7 +90,7 @@ def test_a_cpu_build_beside_an_nvidia_driver_says_how_to_get_the_gpu(driver):
 
 
 def test_the_runner_puts_an_unusable_gpu_aside_and_says_why(monkeypatch, driver):
-    from tools import run_course
+    from accelerate_course import run_course
     monkeypatch.setattr(run_course, "gpu_problem", lambda torch: "GPU 0 (Tesla P100) has no kernels")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     gpus, tpu, mps, words = run_course.machine()
@@ -134,7 +134,7 @@ def test_deterministic_kernels_change_nothing_on_the_cpu(tmp_path, lab_runs):
     # make course passes --deterministic to steps 1 and 2 on a CUDA GPU; on the CPU the
     # course's kernels are deterministic already, so the flag runs and changes no number:
     # step 1 with it equals the lab's short run of step 1 without it
-    from tools import lab
+    from accelerate_course import lab
     without = lab_runs(2).one["step1"]
     assert_ok(run_step(1, tmp_path, *lab.SHORT_RUN, "--deterministic", OMP_NUM_THREADS="1"))
     deterministic = read_metrics(tmp_path)
@@ -203,7 +203,7 @@ def test_a_machine_that_goes_away_stops_the_other_in_one_line(tmp_path):
 
 
 def test_the_gpu_check_without_a_gpu_says_so_in_one_line():
-    result = run_command([sys.executable, "tools/gpu_check.py"])
+    result = run_command([sys.executable, "-m", "accelerate_course.maintain.gpu_check"])
     assert result.returncode == 1
     assert (result.stdout + result.stderr).strip() == (
         "error: no CUDA GPU here (torch.cuda.is_available() is False); make gpu-check runs on a "

@@ -23,7 +23,7 @@ import pytest
 from common.launch import free_port
 
 from conftest import REPO, STEPS, lab, offline_env, run_command
-from tools.run_course import accelerate_launch, plan
+from accelerate_course.run_course import accelerate_launch, plan
 
 VALIDATION_SIZE = 408
 
@@ -66,7 +66,7 @@ def test_accelerate_launch_without_multi_gpu_is_refused_with_the_command_that_wo
 
 def test_multi_gpu_without_accelerate_use_cpu_joins_on_the_cpu_and_says_so(lab_runs, readme_run):
     # the lab launches step 3 exactly so: accelerate launch --multi_gpu --num_processes 2,
-    # every setting on the command line, no ACCELERATE_USE_CPU (tools/lab.py, what_if)
+    # every setting on the command line, no ACCELERATE_USE_CPU (accelerate_course/lab.py, what_if)
     runs = lab_runs(3)
     same_as_the_readme_command(runs["lesson"], readme_run)
     said = (runs.folder / "runs" / "lesson" / "rank0.out").read_text()

@@ -15,7 +15,7 @@ import re
 import pytest
 
 from conftest import REPO, STEPS
-from tools.steps import MARKER_ABOVE, docstring_end
+from accelerate_course.steps import MARKER_ABOVE, docstring_end
 
 # changed lines (added + removed) allowed in each lesson's diff, docstring included
 BUDGET = {2: 50, 3: 55, 4: 61}  # 2: main_process_first re-indents 5 lines; 4: a copy per TPU core
@@ -92,12 +92,12 @@ def test_steps_share_one_skeleton():
 
 
 def test_the_steps_are_defined_once():
-    # tools/steps.py lists the step folders; the Makefile finds them on disk (step<N>_*/train.py):
+    # accelerate_course/steps.py lists the step folders; the Makefile finds them on disk (step<N>_*/train.py):
     # the two agree, and no tool or test lists them again
-    from tools.steps import FOLDERS
+    from accelerate_course.steps import FOLDERS
     on_disk = sorted(path.parent.name for path in REPO.glob("step[0-9]_*/train.py"))
     assert on_disk == [FOLDERS[step] for step in sorted(FOLDERS)]
-    for path in [*REPO.glob("tools/*.py"), *REPO.glob("tests/*.py"), REPO / "Makefile"]:
+    for path in [*REPO.glob("accelerate_course/**/*.py"), *REPO.glob("tests/*.py"), REPO / "Makefile"]:
         if path.name != "steps.py":
             text = path.read_text()
             assert not all(folder in text for folder in FOLDERS.values()), \

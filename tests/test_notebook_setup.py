@@ -8,11 +8,9 @@ import subprocess
 import sys
 import zipfile
 
-import pytest
-
 from common.notebook_setup import install_plan, upgraded_in_this_kernel
 from conftest import REPO
-from tools.build_notebook import pinned_packages
+from accelerate_course.maintain.build_notebook import pinned_packages
 
 PINS = pinned_packages()
 LIBRARIES = {pin.split("==")[0]: pin.split("==")[1] for pin in PINS if not pin.startswith("torch==")}
@@ -113,8 +111,9 @@ def test_the_course_as_pip_installs_it_carries_the_embedded_default_and_the_metr
     source = tmp_path / "source"
     source.mkdir()
     shutil.copy(REPO / "pyproject.toml", source)
-    shutil.copytree(REPO / "common", source / "common",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("common", "accelerate_course"):
+        shutil.copytree(REPO / package, source / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
                     "--no-build-isolation", "-w", str(tmp_path), str(source)], check=True)
     wheel, = tmp_path.glob("accelerate_course-*.whl")
@@ -142,7 +141,7 @@ def test_the_setup_cell_runs_as_a_kaggle_kernel_would_with_everything_installed(
     # the cell itself (its glue around install_plan), in a process that looks like a Kaggle
     # kernel (KAGGLE_* variables): this environment already has the course's versions, so it
     # keeps them, installs nothing and goes on
-    from tools.build_notebook import setup_cell
+    from accelerate_course.maintain.build_notebook import setup_cell
     script = tmp_path / "setup_cell.py"
     script.write_text(setup_cell())
     result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,

@@ -14,8 +14,8 @@ import pytest
 
 from common.cli import parse_args
 from conftest import REPO
-from tools import update_readme  # noqa: E402  (conftest put the repository on the path)
-from tools.steps import FOLDERS  # noqa: E402
+from accelerate_course.maintain import update_readme
+from accelerate_course.steps import FOLDERS
 
 README = (REPO / "README.md").read_text()
 # the front door, each lesson's page beside its code, and the docs
@@ -30,7 +30,7 @@ def test_the_diffs_on_the_pages_are_the_real_diffs():
     assert update_readme.shown(update_readme.BLOCK), "no page shows a generated diff"
     for page in update_readme.PAGES:
         assert update_readme.render(page.read_text()) == page.read_text(), \
-            f"{page.relative_to(REPO)}: run python tools/update_readme.py"
+            f"{page.relative_to(REPO)}: run python -m accelerate_course.maintain.update_readme"
 
 
 def shell_commands(text):
@@ -58,7 +58,7 @@ def test_every_command_names_real_files_and_flags(page, command):
     words = without_environment(shlex.split(command))
     for word in words:
         word = word.split("=", 1)[-1]  # make's VAR=value names a file in its value
-        if re.search(r"\.(py|ipynb|md)$|^(step\d_\w+|common|tools|tests|docs)/", word) \
+        if re.search(r"\.(py|ipynb|md)$|^(step\d_\w+|common|accelerate_course|tests|docs)/", word) \
                 and not word.startswith(NOT_IN_THE_REPOSITORY):
             assert (REPO / word).exists(), f"{page}: {command}: {word} does not exist"
     scripts = [i for i, w in enumerate(words) if re.fullmatch(r"step\d_\w+/train\.py", w)]

@@ -5,7 +5,7 @@ validation sample exactly once.
 Each multi-process test checks, from inside every launched process, that the number of
 processes is the one asked for and that Accelerate runs them as MULTI_CPU: the failure this
 lesson is about is a launch that silently runs one process, or several that each think
-they are alone. The runs are the lab's (tools/lab_driver.py reports from inside each
+they are alone. The runs are the lab's (accelerate_course/lab_driver.py reports from inside each
 process, and the process of rank 0 evaluates the final weights once more, alone, on a plain
 dataloader): the README's command for 2 processes is shared with the what-if tests.
 """
@@ -90,7 +90,7 @@ def test_three_processes_evaluate_like_one_process(three_processes):
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_gather_and_truncate_over_a_grid_of_sizes(lab_runs, three_processes, n):
-    # the grid runs in the same launches as step 3 (tools/lab_driver.py), on 2 and 3 processes
+    # the grid runs in the same launches as step 3 (accelerate_course/lab_driver.py), on 2 and 3 processes
     runs, folder = (lab_runs(3).measured, lab_runs(3).folder / "runs") if n == 2 else three_processes
     assert runs["grid"]["error"] is None, runs["grid"]["error"]
     report = json.loads((folder / "grid" / "output" / "grid.json").read_text())
@@ -118,7 +118,7 @@ def launch_two_machines(tmp_path, launcher):
     commands = []
     for rank in (0, 1):
         if launcher == "accelerate":
-            from tools.run_course import accelerate_launch
+            from accelerate_course.run_course import accelerate_launch
             words = accelerate_launch(2) + ["--num_machines", "2", "--machine_rank", str(rank),
                                             "--main_process_ip", "127.0.0.1",
                                             "--main_process_port", str(port)]

@@ -3,7 +3,6 @@ and the two things a TPU notebook must get right (the Accelerator inside the fun
 the model outside it)."""
 
 import json
-import sys
 
 import nbformat
 import pytest
@@ -11,8 +10,7 @@ from nbclient import NotebookClient
 
 from conftest import REPO, read_metrics
 
-sys.path.insert(0, str(REPO))
-from tools import build_notebook  # noqa: E402
+from accelerate_course.maintain import build_notebook
 
 
 

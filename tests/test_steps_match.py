@@ -14,7 +14,7 @@ from conftest import assert_ok, lab, read_metrics, run_step
 @pytest.mark.step2
 def test_short_runs_are_identical(lab_runs):
     # steps 1 and 2 on one process, run one after the other by the lab's driver (each run
-    # starts from a fresh Accelerate state; tools/lab_driver.py)
+    # starts from a fresh Accelerate state; accelerate_course/lab_driver.py)
     one = lab_runs(2).one["step1"]
     two = lab_runs(2).one["lesson"]
     assert one["error"] is None and two["error"] is None

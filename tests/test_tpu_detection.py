@@ -43,7 +43,7 @@ def test_no_pci_folder_means_no_tpu(tmp_path):
 
 
 def test_the_notebooks_setup_cell_carries_the_same_function():
-    from tools.build_notebook import setup_cell
+    from accelerate_course.maintain.build_notebook import setup_cell
     cell = setup_cell()
     assert inspect.getsource(tpu_chips).rstrip() in cell
     assert "TPU = tpu_chips()" in cell

@@ -11,9 +11,10 @@ import re
 
 import pytest
 
-from conftest import REPO, STEPS, lab
+from conftest import STEPS, lab
 
-from tools import update_readme, whatif  # noqa: E402  (conftest put the repository on the path)
+from accelerate_course import whatif
+from accelerate_course.maintain import update_readme
 
 ALL_VARIANTS = [(step, v.name) for step in STEPS for v in lab.variants(step)]
 
@@ -208,7 +209,7 @@ def test_the_readme_shows_each_steps_table_as_the_lab_measures_it(lab_runs, step
     assert step in shown, f"no lesson page has a what-if table for step {step}"
     measured = whatif.block(step, lab_runs(step).rows)
     assert masked(shown[step]) == masked(measured), \
-        f"the step {step} what-if table is stale: run python tools/whatif.py --readme"
+        f"the step {step} what-if table is stale: run python -m accelerate_course.whatif --readme"
 
 
 def test_the_terminal_gets_plain_text_not_markdown():

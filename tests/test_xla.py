@@ -1,6 +1,6 @@
 """The XLA lane: step 4 on torch_xla's CPU backend, through notebook_launcher's TPU branch.
 
-Run with `make xla-lane` (tools/xla_lane.sh), which builds .venv-xla with torch 2.9.0 and
+Run with `make xla-lane` (accelerate_course/maintain/xla_lane.sh), which builds .venv-xla with torch 2.9.0 and
 torch_xla 2.9.0. In the course's own environment (torch 2.13.0, no torch_xla) these tests
 skip. Training runs on one XLA device: two devices in the threads of one process never complete
 a collective on the CPU backend (test_two_threads_cannot_all_reduce_on_the_cpu_backend).

@@ -7,7 +7,9 @@ change of step 3 that moves those lines fails loudly here, instead of testing no
 
 from pathlib import Path
 
-STEP3 = Path(__file__).resolve().parents[2] / "step3_distributed_eval" / "train.py"
+from accelerate_course.steps import TRAIN_PY
+
+STEP3 = TRAIN_PY[3]
 CUT = '[: len(raw_datasets["validation"])]'
 GATHER_PREDICTIONS = "all_predictions.append(accelerator.gather(predictions))"
 GATHER_LABELS = 'all_labels.append(accelerator.gather(batch["labels"]))'

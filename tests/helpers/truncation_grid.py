@@ -2,7 +2,7 @@
 
     ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml --num_processes N \
         truncation_grid.py --processes N --output-dir REPORT_DIR
-    (or run by tools/lab_driver.py beside the steps, in the same launch)
+    (or run by accelerate_course/lab_driver.py beside the steps, in the same launch)
 
 For every dataset size and batch size of the grid, each process iterates its share of a
 DataLoader prepared by Accelerate (even_batches=True, the default), gathers what it saw, and

@@ -1,6 +1,6 @@
 """make gpu-bundle: the course's pinned packages as wheels, for a GPU machine without network.
 
-    python tools/gpu_bundle.py [--python-version 3.12] [--platform manylinux_2_28_x86_64]
+    python -m accelerate_course.maintain.gpu_bundle [--python-version 3.12] [--platform manylinux_2_28_x86_64]
 
 A GPU machine's own image has a CUDA build of torch, but not the course's pinned libraries, or
 others at other versions (the device machines of this project: Python 3.12, torch 2.11+cu130,
@@ -10,7 +10,7 @@ and the large libraries a GPU image carries anyway (numpy, pandas, pyarrow, the 
 libraries), into gpu-bundle/wheels, and writes gpu-bundle/install.sh. On the GPU machine:
 
     bash gpu-bundle/install.sh       # the pins into gpu-bundle/site, beside the image's torch
-    PYTHONPATH=gpu-bundle/site:. python3 tools/gpu_check.py --write docs/gpu.md
+    PYTHONPATH=gpu-bundle/site:. python3 accelerate_course/maintain/gpu_check.py --write docs/gpu.md
 """
 
 import argparse
@@ -19,9 +19,8 @@ import shutil
 import subprocess
 import sys
 from importlib.metadata import distribution
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from accelerate_course.steps import REPO
 BUNDLE = REPO / "gpu-bundle"
 PINNED = ("transformers", "tokenizers", "datasets", "accelerate", "evaluate", "huggingface_hub",
           "safetensors", "tqdm")

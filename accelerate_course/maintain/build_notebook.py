@@ -1,9 +1,9 @@
 """Build step4_tpu_notebook/tpu_training.ipynb from train.py and notebook_cells.py, and run it.
 
-    python tools/build_notebook.py            (builds it, runs it on a real kernel with the
+    python -m accelerate_course.maintain.build_notebook            (builds it, runs it on a real kernel with the
                                                embedded default, and writes it with the
                                                outputs of that run: make notebook)
-    python tools/build_notebook.py --check    (exit 1 if the committed notebook's cells are
+    python -m accelerate_course.maintain.build_notebook --check    (exit 1 if the committed notebook's cells are
                                                not the ones built from the sources)
 
 Both sources are jupytext "percent" scripts (cells start with `# %%`). notebook_cells.py
@@ -23,13 +23,11 @@ import re
 import sys
 import time
 import tomllib
-from pathlib import Path
 
 import jupytext
 import nbformat
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from accelerate_course.steps import REPO
 from common import notebook_setup  # noqa: E402
 from common.tpu import tpu_chips  # noqa: E402
 
@@ -38,7 +36,7 @@ TRAIN = FOLDER / "train.py"
 CELLS = FOLDER / "notebook_cells.py"
 NOTEBOOK = FOLDER / "tpu_training.ipynb"
 PLACEHOLDER = re.compile(r"^# train\.py: cell (\d+)$")
-SETUP = "# setup: written by tools/build_notebook.py"
+SETUP = "# setup: written by accelerate_course/maintain/build_notebook.py"
 
 
 def train_cells():
@@ -172,8 +170,7 @@ def execute(notebook, output_dir):
     to output_dir); add a text cell that says where and how long. Returns the notebook."""
     from nbclient import NotebookClient
 
-    sys.path.insert(0, str(REPO))
-    from tools.run_course import describe_machine
+    from accelerate_course.run_course import describe_machine
 
     os.environ["COURSE_ARGS"] = f"--output-dir {output_dir}"
     os.environ.setdefault("HF_ENDPOINT", "http://127.0.0.1:9")  # the hub is not needed

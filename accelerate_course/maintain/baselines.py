@@ -1,6 +1,6 @@
 """Two baselines for the validation split, to put the model's accuracy in context.
 
-    python tools/baselines.py [--dataset embedded|glue|FOLDER]
+    python -m accelerate_course.maintain.baselines [--dataset embedded|glue|FOLDER]
 
 - majority class: always predict the more frequent label of the train split;
 - word overlap: scikit-learn logistic regression on four overlap features of each pair

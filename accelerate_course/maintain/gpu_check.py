@@ -1,7 +1,7 @@
 """The course on one CUDA GPU, in one go: `make gpu-check` (a few minutes), then a table.
 
-    python tools/gpu_check.py                      print the table
-    python tools/gpu_check.py --write docs/gpu.md  and write it into that page
+    python -m accelerate_course.maintain.gpu_check                      print the table
+    python -m accelerate_course.maintain.gpu_check --write docs/gpu.md  and write it into that page
 
 What it runs, each as a class would, on the embedded default (full runs):
   - the launch plan make course prints here;
@@ -17,7 +17,7 @@ The table names the machine and the versions it ran on. With no GPU it says so i
 and exits 1; it exits 1 too when a row does not do what it must.
 
 A GPU machine without network access lacks the course's pinned packages: `make gpu-bundle`
-(tools/gpu_bundle.py) downloads them here, as wheels, into gpu-bundle/, with an install script
+(accelerate_course/maintain/gpu_bundle.py) downloads them here, as wheels, into gpu-bundle/, with an install script
 that adds them to the GPU machine's own torch.
 """
 
@@ -29,9 +29,7 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from tools.run_course import (FOLDERS, Launch, accelerate_launch, compare,  # noqa: E402
+from accelerate_course.run_course import (FOLDERS, Launch, accelerate_launch, compare,
                               cpu_name, gpu_problem, machine, nvidia_driver, plan, run_step)
 
 PACKAGES = ("torch", "transformers", "accelerate", "datasets", "evaluate", "tokenizers",

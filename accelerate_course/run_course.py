@@ -1,9 +1,9 @@
 """Run the course's steps one after the other and compare their results.
 
-    python tools/run_course.py                      (the embedded default, offline)
-    python tools/run_course.py --steps 1 2
-    python tools/run_course.py --checkpoint bert-base-cased --dataset glue
-    python tools/run_course.py --steps 3 --launcher torchrun
+    python -m accelerate_course.run_course                      (the embedded default, offline)
+    python -m accelerate_course.run_course --steps 1 2
+    python -m accelerate_course.run_course --checkpoint bert-base-cased --dataset glue
+    python -m accelerate_course.run_course --steps 3 --launcher torchrun
 
 Any other flag (--epochs 1, --max-train-steps 50, ...) is passed to every step.
 
@@ -39,10 +39,9 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tools/ is not installed
-from tools.steps import FOLDERS  # noqa: E402
+from accelerate_course.steps import FOLDERS
 
-REPO = Path(__file__).resolve().parent.parent
+from accelerate_course.steps import REPO
 CONFIGS = REPO / "configs"
 IDENTICAL_FIELDS = ("predictions", "train_losses", "accuracy", "f1")
 # (earlier step, later step) -> None: must be identical; a number: |difference| of accuracy

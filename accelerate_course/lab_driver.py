@@ -1,11 +1,11 @@
 """Run step scripts unchanged, one after the other, and report from inside every process.
 
-    python tools/lab_driver.py PLAN.json                       (steps 1 and 4)
+    python -m accelerate_course.lab_driver PLAN.json                       (steps 1 and 4)
     ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml \
-        tools/lab_driver.py PLAN.json                          (steps 2 and 3)
+        accelerate_course/lab_driver.py PLAN.json                          (steps 2 and 3)
 
 PLAN.json: {"flags": [...], "runs": [{"name": ..., "script": ..., "env": {...}}, ...]} (a run
-may have "flags" of its own), written by tools/lab.py. Each run's script is a course step or a what-if variant of one (a patched
+may have "flags" of its own), written by accelerate_course/lab.py. Each run's script is a course step or a what-if variant of one (a patched
 copy); its own main() runs as `python script flags --output-dir <run folder>` would run it,
 and its processes are the ones this driver was launched as (or, for step 4, the ones its
 notebook_launcher starts). Starting the processes once for several runs saves their start

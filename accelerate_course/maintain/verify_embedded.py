@@ -1,7 +1,7 @@
 """Rebuild the embedded default from source and compare it with the committed files.
 
-    python tools/verify_embedded.py           (make verify-embedded: about 20 minutes on 2 cores)
-    python tools/verify_embedded.py --record  (the same; when the rebuild is the same bytes on a
+    python -m accelerate_course.maintain.verify_embedded           (make verify-embedded: about 20 minutes on 2 cores)
+    python -m accelerate_course.maintain.verify_embedded --record  (the same; when the rebuild is the same bytes on a
                                                processor the committed trace does not list yet,
                                                add it there)
 
@@ -35,7 +35,7 @@ from pathlib import Path
 from common.embedded.trace import TRACE_FILE, describe, first_difference, load, processor
 from common.embedded.trace import same_processor, save
 
-REPO = Path(__file__).resolve().parent.parent
+from accelerate_course.steps import REPO
 DATA = REPO / "common" / "embedded" / "data"
 CHECKPOINT = REPO / "common" / "embedded" / "checkpoint"
 ENV = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9", TOKENIZERS_PARALLELISM="false")
@@ -43,7 +43,7 @@ BUILDER = "common.embedded.build_checkpoint"
 # the largest change of step 1's accuracy and F1 that a rebuild on another processor may bring:
 # rebuilds on other kernels moved them like another seed, by up to 0.03 (measured:
 # docs/embedded-default.md); 0.05 is what the course allows between two runs that differ like
-# two seeds (steps 3 and 4, tools/run_course.py)
+# two seeds (steps 3 and 4, accelerate_course/run_course.py)
 FINE_TUNED_TOLERANCE = 0.05
 SHORT_STEPS = 20
 # what an AVX2-only processor changes in the libraries that choose kernels by the processor

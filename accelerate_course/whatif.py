@@ -1,8 +1,8 @@
 """What breaks without it: run each step beside its variants and print what changes.
 
-    python tools/whatif.py                 (every step; about a minute on 2 CPU cores)
-    python tools/whatif.py --step 3        (one step: make what-if STEP=3)
-    python tools/whatif.py --readme        (also rewrite the tables of the lessons' pages)
+    python -m accelerate_course.whatif                 (every step; about a minute on 2 CPU cores)
+    python -m accelerate_course.whatif --step 3        (one step: make what-if STEP=3)
+    python -m accelerate_course.whatif --readme        (also rewrite the tables of the lessons' pages)
 
 Each variant is a patch beside its step (stepN_*/whatif/<name>.patch) that takes one lesson
 line out, or does it the other common way; it is applied to a copy, never to the step. The
@@ -13,7 +13,7 @@ course's launch check joins them on the CPU). The table says, for each: the chan
 them believed they were alone; pairs each process scored; accuracy; metrics.json writes;
 whether the processes ended with the same weights), the verdict against the lesson, and the
 training time, as plain text in the terminal (the Markdown tables, with --readme, go to
-the lessons' pages, through tools/update_readme.py). tests/test_whatif.py runs the same and
+the lessons' pages, through accelerate_course/maintain/update_readme.py). tests/test_whatif.py runs the same and
 checks the pages' tables.
 """
 
@@ -22,11 +22,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from tools import lab, update_readme  # noqa: E402
-from tools.run_course import describe_machine  # noqa: E402
+from accelerate_course import lab
+from accelerate_course.maintain import update_readme
+from accelerate_course.run_course import describe_machine
 
 LAUNCHES = {1: "1 process (python)", 2: "2 CPU processes (accelerate launch)",
             3: "2 CPU processes (accelerate launch, the course's config, without ACCELERATE_USE_CPU)",

@@ -2,10 +2,10 @@
 
 A variant is a small patch kept beside its step (stepN_*/whatif/<name>.patch): the step with
 one lesson line taken out or done the other common way. It is applied to a copy of the step,
-never to the step itself, and run for real, with tools/lab_driver.py reporting from inside
+never to the step itself, and run for real, with accelerate_course/lab_driver.py reporting from inside
 every process. measure() turns those reports into numbers, and symptoms() compares a run
 with the lesson's run of the same step: what the table of `make what-if` says, and the
-hints of `make check` (tools/check.py).
+hints of `make check` (accelerate_course/check.py).
 """
 
 import json
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from common.launch import free_port
-from tools.steps import FOLDERS
+from accelerate_course.steps import FOLDERS
 
-REPO = Path(__file__).resolve().parent.parent
-DRIVER = REPO / "tools" / "lab_driver.py"
+from accelerate_course.steps import REPO
+DRIVER = Path(__file__).resolve().parent / "lab_driver.py"
 VALIDATION_PAIRS = 408
 # a short run: enough optimizer steps for a missing line to show, few enough for class
 SHORT_RUN = ["--max-train-steps", "30"]
@@ -109,7 +109,7 @@ def launch_command(step, plan_path, processes=None, launcher=None, use_cpu=True)
     with the course's one-process config (which gives its process one thread)."""
     n = processes or PROCESSES[step]
     driver = [str(DRIVER), str(plan_path)]
-    from tools.run_course import accelerate_launch, torchrun
+    from accelerate_course.run_course import accelerate_launch, torchrun
     if launcher == "accelerate" and n == 1:
         return accelerate_launch(1) + driver, {}
     if step == 4 or n == 1:
@@ -198,7 +198,7 @@ def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900):
     """Run scripts as run_scripts does, as 2 machines of 1 process each on 127.0.0.1
     (accelerate launch --num_machines 2, one launcher per "machine", on the CPU); return
     {name: measurement}."""
-    from tools.run_course import accelerate_launch
+    from accelerate_course.run_course import accelerate_launch
     plan_path = write_plan(step, scripts, folder, flags, 2)
     port = free_port()
     launches = [(accelerate_launch(2) + ["--num_machines", "2", "--machine_rank", str(rank),

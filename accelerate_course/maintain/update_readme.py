@@ -1,13 +1,13 @@
 """The one writer of the pages' generated blocks: the README and each lesson's page.
 
-    python tools/update_readme.py          (rewrites the diffs in place: make readme)
-    python tools/update_readme.py --check  (exit 1 if a page's diff is stale)
+    python -m accelerate_course.maintain.update_readme          (rewrites the diffs in place: make readme)
+    python -m accelerate_course.maintain.update_readme --check  (exit 1 if a page's diff is stale)
 
 A generated block sits between two markers, on any of PAGES:
     <!-- BEGIN diff step1_plain_loop step2_accelerate -->  ...  <!-- END diff -->
 holds `diff -u` of the two steps' train.py, in a ```diff block (made here, from the code);
     <!-- BEGIN whatif 3 -->  ...  <!-- END whatif -->
-holds step 3's what-if table, which only a run can measure: tools/whatif.py --readme runs it
+holds step 3's what-if table, which only a run can measure: accelerate_course/whatif.py --readme runs it
 and hands the tables to write_pages. tests/test_readme.py and tests/test_whatif.py fail when
 a page and the code disagree.
 """
@@ -16,10 +16,8 @@ import argparse
 import difflib
 import re
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tools/ is not installed
-from tools.steps import FOLDERS, REPO  # noqa: E402
+from accelerate_course.steps import FOLDERS, REPO
 
 README = REPO / "README.md"
 PAGES = [README, *(REPO / folder / "README.md" for folder in FOLDERS.values())]
@@ -73,7 +71,7 @@ def main():
     if args.check:
         stale = [str(p.relative_to(REPO)) for p in PAGES if render(p.read_text()) != p.read_text()]
         if stale:
-            sys.exit(f"error: stale diffs in {', '.join(stale)}; run python tools/update_readme.py")
+            sys.exit(f"error: stale diffs in {', '.join(stale)}; run python -m accelerate_course.maintain.update_readme")
         return
     changed = write_pages()
     print(f"updated: {', '.join(changed) or 'nothing (the diffs were up to date)'}")

@@ -1,10 +1,10 @@
 """Grade a student's step with the course's own comparison tests, run for real.
 
-    python tools/check.py 3 exercises/step3/train.py     (make check STEP=3 FILE=...)
+    python -m accelerate_course.check 3 exercises/step3/train.py     (make check STEP=3 FILE=...)
 
 The file runs where step N runs - step 2 on 1 process and on 2 CPU processes, step 3 on 2
 CPU processes (accelerate launch), step 4 through its own notebook_launcher on 2 - with
-tools/lab_driver.py reporting from inside every process, and is compared with what the
+accelerate_course/lab_driver.py reporting from inside every process, and is compared with what the
 lesson requires:
 - step 2: on 1 process, the same losses and predictions as step 1, bit for bit; on 2
   processes, one group, and the same training as the course's step 2 there;
@@ -22,7 +22,7 @@ Before anything is launched, the file must be valid Python and its own code (it 
 or import the course's step files). Each launch has a time limit (--time-limit, 300 s by
 default): past it, the run is stopped with every process it started, and a FAIL line says so.
 One line per check: `pass` or `FAIL` with a hint measured from the run (the same words as the
-what-if table's verdicts: tools/lab.py). Exit code 1 when a check fails, so a classroom
+what-if table's verdicts: accelerate_course/lab.py). Exit code 1 when a check fails, so a classroom
 autograder that runs a command and reads its exit code can use it as it is.
 """
 
@@ -35,11 +35,9 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from tools import lab  # noqa: E402
-from tools.steps import FOLDERS, TRAIN_PY as STEP_FILE  # noqa: E402
+from accelerate_course import lab
+from accelerate_course.steps import FOLDERS, TRAIN_PY as STEP_FILE
 
 # seconds one launch of the grader may run (the student's runs, the lesson's, or the unseen
 # setting's): step 3's whole check, all three, takes about 30 s on 2 cores

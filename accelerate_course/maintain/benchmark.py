@@ -1,7 +1,7 @@
 """Measure the course's targets in one run and print them as a table (Markdown).
 
-    python tools/benchmark.py               (about 3 minutes on 2 CPU cores)
-    python tools/benchmark.py --with-tests  (also times the whole test suite, and each
+    python -m accelerate_course.maintain.benchmark               (about 3 minutes on 2 CPU cores)
+    python -m accelerate_course.maintain.benchmark --with-tests  (also times the whole test suite, and each
                                              lesson's tests alone: make test STEP=N)
 
 Targets: the default runs of step 1 and step 2 (3 epochs, 1,377 optimizer steps) each in
@@ -25,11 +25,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from accelerate_course.steps import REPO
 
-from tools.baselines import baselines  # noqa: E402
-from tools import run_course  # noqa: E402  (the course's launches)
+from accelerate_course.maintain.baselines import baselines
+from accelerate_course import run_course
 
 
 

@@ -6,7 +6,7 @@
 # build: about 4 GB to download, 7 GB on disk, a few minutes, once), then runs the tests marked
 # xla there. In the course's own environment those tests skip.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
 VENV=.venv-xla
 if [ ! -f "$VENV/.installed" ]; then
@@ -14,7 +14,11 @@ if [ ! -f "$VENV/.installed" ]; then
     "$VENV/bin/python" -m pip install --quiet torch==2.9.0 torch_xla==2.9.0
     grep -vE '^(torch==|#|$)' requirements.txt > "$VENV/requirements-xla.txt"
     "$VENV/bin/python" -m pip install --quiet -r "$VENV/requirements-xla.txt"
-    "$VENV/bin/python" -m pip install --quiet --no-deps -e .
     touch "$VENV/.installed"
+fi
+# the course itself, again whenever pyproject.toml changes (the packages it installs)
+if [ ! -f "$VENV/.course-installed" ] || [ pyproject.toml -nt "$VENV/.course-installed" ]; then
+    "$VENV/bin/python" -m pip install --quiet --no-deps -e .
+    touch "$VENV/.course-installed"
 fi
 PJRT_DEVICE=CPU exec "$VENV/bin/python" -m pytest -m xla -v -s tests/test_xla.py "$@"

@@ -1,7 +1,7 @@
 """Write a student's starting file for a lesson: the step, with the lesson taken back out.
 
-    python tools/exercise.py 3          (make exercise STEP=3: writes exercises/step3/train.py)
-    python tools/exercise.py 3 --print  (prints it instead)
+    python -m accelerate_course.exercise 3          (make exercise STEP=3: writes exercises/step3/train.py)
+    python -m accelerate_course.exercise 3 --print  (prints it instead)
 
 The file is made from the step itself, never by hand: every hunk of the diff from step N-1
 to step N (the lesson, the same hunks tests/test_lessons.py checks) is put back to step
@@ -14,10 +14,8 @@ import argparse
 import difflib
 import re
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tools/ is not installed
-from tools.steps import FOLDERS, MARKER_ABOVE, REPO, docstring_end  # noqa: E402
+from accelerate_course.steps import FOLDERS, MARKER_ABOVE, REPO, docstring_end
 
 
 def marker_texts(lines, start, end, step):
@@ -111,7 +109,7 @@ def main():
     path = REPO / "exercises" / f"step{args.step}" / "train.py"
     if path.exists() and path.read_text() != text and not args.force:
         sys.exit(f"error: {path.relative_to(REPO)} exists and has your changes; keep it, or "
-                 f"start again with: python tools/exercise.py {args.step} --force")
+                 f"start again with: python -m accelerate_course.exercise {args.step} --force")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     print(f"wrote {path.relative_to(REPO)}: step {args.step - 1} with "

@@ -1,0 +1,123 @@
+"""The lab's runs of every step, shared: each launch made once, when something first reads it.
+
+Many checks read the same runs: a step's comparison with the one before it, its what-if table,
+the grading of its exercise, of its variants and of step 3's mistakes. Starting processes is
+most of what a short run costs (about 6 s of imports each), so the runs that can share a
+launch do (accelerate_course/lab_driver.py runs them one after the other in the same
+processes), and a launch that nothing reads is never made:
+
+    runs = SharedRuns(folder_for, selected=(3,))   # the steps whose checks will read runs
+    runs(3).measured["lesson"]                     # step 3's lab launch, made now
+    runs(3).graded["exercise"]                     # + the grader's other settings, made now
+
+Per step (StepRuns), in order of what each property launches:
+- measured: the step and its what-if variants in one launch (lab.what_if), with the step's
+  exercise beside them, and whatever the caller adds (`extra`: step 3's grid of sizes and the
+  mistakes a grader must fail, in the tests), and for step 3, step 4's reference (step 3
+  with dropout off) when step 4's checks read runs too;
+- one: the one-process launch (step 1, step 2, step 3, and step 2's variants and exercise when
+  step 2's checks read them), which grading steps 1-3 compares with;
+- runs: what grading needs besides (check.runs_for), and for step 3 the setting no exercise
+  shows (2 machines, evaluation batches of 5) for the runs named in `unseen`;
+- graded: check.grade of the lesson and of every other script.
+"""
+
+import functools
+
+from accelerate_course import check, exercise, lab
+from accelerate_course.steps import TRAIN_PY
+
+
+class StepRuns:
+    """The lab's runs of one step (see the module's docstring), each launch made when first read."""
+
+    def __init__(self, step, folder, extra=None, unseen=(), step3_reference=None,
+                 selected=(1, 2, 3, 4)):
+        """extra: {name: script, or (script, env, flags)} run in the step's lab launch beside
+        its variants; unseen: the names graded again in step 3's unseen setting;
+        step3_reference: a callable giving step 4's reference run, or None (then grading
+        step 4 runs it alone); selected: the steps whose checks read runs in this session (a
+        run that only another step's checks read is made only when they do)."""
+        self.step, self.folder, self.unseen = step, folder, list(unseen)
+        self.step3_reference, self.selected = step3_reference, selected
+        self.extra = {}
+        if step > 1:
+            path = folder / "exercise" / "train.py"
+            path.parent.mkdir(parents=True)
+            path.write_text(exercise.exercise(step))
+            self.extra["exercise"] = path
+        self.extra.update(extra or {})
+        if step == 3 and 4 in selected:  # step 4's reference, in step 3's launch
+            self.extra["lesson without dropout"] = (TRAIN_PY[3], {}, lab.step4_flags(folder))
+        # the scripts graded besides the lesson: variants, exercise, and the extras that are
+        # plain scripts (not a helper run with flags of its own)
+        self.scripts = {**lab.variant_scripts(step, folder=folder),
+                        **{name: path for name, path in self.extra.items()
+                           if not isinstance(path, tuple)}}
+        del self.scripts["lesson"]
+
+    @functools.cached_property
+    def _what_if(self):
+        return lab.what_if(self.step, self.folder, extra=self.extra)
+
+    @property
+    def rows(self):
+        """The what-if table's rows, as the lesson's page shows them."""
+        return self._what_if[0]
+
+    @property
+    def measured(self):
+        """{name: lab.measure(...)} of every run of the step's lab launch."""
+        return self._what_if[1]
+
+    @functools.cached_property
+    def one(self):
+        """The one-process launch: step 1, step 2, step 3, and step 2's variants and exercise
+        when step 2's checks read runs in this session."""
+        candidates = self.scripts if 2 in self.selected else {}
+        return check.one_process_runs({**candidates, "step3": TRAIN_PY[3]}, self.folder)
+
+    @functools.cached_property
+    def runs(self):
+        """Everything grading reads: check.runs_for, and step 3's unseen setting."""
+        runs = check.runs_for(self.step, self.scripts, self.folder, measured=self.measured,
+                              step3_reference=self.step3_reference and self.step3_reference(),
+                              one=self.one if self.step == 2 else None, unseen=False)
+        if self.step == 3 and self.unseen:
+            runs["unseen"] = lab.run_on_two_machines(
+                3, {name: self.scripts.get(name, TRAIN_PY[3]) for name in self.unseen},
+                self.folder / "unseen", check.UNSEEN_FLAGS)
+        return runs
+
+    @functools.cached_property
+    def graded(self):
+        """{name: the grader's checks} for the lesson and every other script."""
+        return {name: check.grade(self.step, name, self.runs) for name in ["lesson", *self.scripts]}
+
+    def __getitem__(self, name):
+        return self.measured[name]
+
+
+class SharedRuns:
+    """runs(step) -> that step's StepRuns, made once. folder_for(step) gives a fresh folder;
+    extra_for(step, folder) the caller's extra scripts of a step's lab launch; unseen_for(step)
+    the names graded again in the unseen setting."""
+
+    def __init__(self, folder_for, selected=(1, 2, 3, 4), extra_for=None, unseen_for=None):
+        self.folder_for, self.selected = folder_for, selected
+        self.extra_for = extra_for or (lambda step, folder: {})
+        self.unseen_for = unseen_for or (lambda step: ())
+        self.made = {}
+
+    def step3_reference(self):
+        """Step 4's reference (step 3 with dropout off), from step 3's lab launch when that
+        launch is read anyway; else None: grading step 4 then runs it alone."""
+        return self(3)["lesson without dropout"] if 3 in self.selected else None
+
+    def __call__(self, step):
+        if step not in self.made:
+            folder = self.folder_for(step)
+            self.made[step] = StepRuns(step, folder, self.extra_for(step, folder),
+                                       self.unseen_for(step),
+                                       self.step3_reference if step == 4 else None, self.selected)
+        return self.made[step]
