@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: course test lesson what-if exercise check install clean \
+.PHONY: course test test-unit lesson what-if exercise check install clean \
 	test-classroom benchmark notebook readme xla-lane verify-embedded gpu-check gpu-bundle
 
 # the pinned packages, and the course itself (common/ and accelerate_course/, editable)
@@ -32,6 +32,10 @@ course: install
 # make test STEP=3: that lesson's comparison and what-if tests alone
 test: install
 	$(BIN)/python -m pytest $(if $(filter command line,$(origin STEP)),-m step$(STEP)) $(ARGS)
+
+# the unit tests alone: no process started (a test that starts one is marked runs), seconds
+test-unit: install
+	$(BIN)/python -m pytest -m "not runs" $(ARGS)
 
 # one lesson in the terminal, word by word: make lesson STEP=3 (STEP=1: step 1 itself, all new)
 STEP ?= 2

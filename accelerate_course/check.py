@@ -35,7 +35,6 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-
 from accelerate_course import lab
 from accelerate_course.steps import FOLDERS, TRAIN_PY as STEP_FILE
 
@@ -78,21 +77,21 @@ CRASH_HINTS = [
 def refused(run):
     """Return the one failing Check of a run that stopped (none when it did not): the line it
     stopped with, and what that means when it is a crash the lesson explains."""
-    if not run["error"]:
+    if not run.error:
         return []
-    meaning = next((hint for text, hint in CRASH_HINTS if text in run["error"]), None)
-    return [Check("it runs", False, f"the run stopped: {run['error']}"
+    meaning = next((hint for text, hint in CRASH_HINTS if text in run.error), None)
+    return [Check("it runs", False, f"the run stopped: {run.error}"
                   + (f"\n        meaning: {meaning}" if meaning else ""))]
 
 
 def grade_step2(one, two, one_reference, two_reference):
     """one/two: the candidate's runs on 1 and 2 processes; the references: step 1 on 1 process,
     the course's step 2 on 2."""
-    same_as_step1 = not one["error"] and one["losses"] == one_reference["losses"] and \
-        one["predictions"] == one_reference["predictions"]
-    joined = not two["error"] and two["alone"] == 0 and two["num_processes"] == 2
-    same_training = joined and two["losses"] == two_reference["losses"] and \
-        two["weights_equal"] and two["predictions"] == two_reference["predictions"]
+    same_as_step1 = not one.error and one.losses == one_reference.losses and \
+        one.predictions == one_reference.predictions
+    joined = not two.error and two.alone == 0 and two.num_processes == 2
+    same_training = joined and two.losses == two_reference.losses and \
+        two.weights_equal and two.predictions == two_reference.predictions
     return [
         Check("1 process: the same losses and predictions as step 1, bit for bit", same_as_step1,
               "" if same_as_step1 else hint(one, one_reference)),
@@ -108,20 +107,20 @@ def grade_step3(run, lesson, unseen=None):
     """run: the candidate on 2 processes, beside the course's step 3 (lesson) in the same
     setting; unseen: the candidate in a setting it has not seen (2 machines of 1 process,
     evaluation batches of 5: UNSEEN_FLAGS), or None when it was not run."""
-    if run["error"]:
+    if run.error:
         return refused(run)
-    joined = run["alone"] == 0 and run["num_processes"] == 2 and \
-        run["distributed_type"] == "DistributedType.MULTI_CPU"
-    steps, lesson_steps = len(run["learning_rates"]), len(lesson["learning_rates"])
-    trained = steps == lesson_steps and run["weights"] == lesson["weights"]
-    share, lesson_share = run["eval_forwarded"], lesson["eval_forwarded"]
+    joined = run.alone == 0 and run.num_processes == 2 and \
+        run.distributed_type == "DistributedType.MULTI_CPU"
+    steps, lesson_steps = len(run.learning_rates), len(lesson.learning_rates)
+    trained = steps == lesson_steps and run.weights == lesson.weights
+    share, lesson_share = run.eval_forwarded, lesson.eval_forwarded
     own_share = share == lesson_share
-    scored = run["scored"][:1] == [lab.VALIDATION_PAIRS] and \
-        len(run["predictions"] or []) == lab.VALIDATION_PAIRS
-    equal = run["predictions"] == run["alone_predictions"]
-    one_voice = run["writes"] == 1 and run["printed"] == 1 and run["bars"] == 1
+    scored = run.scored[:1] == [lab.VALIDATION_PAIRS] and \
+        len(run.predictions or []) == lab.VALIDATION_PAIRS
+    equal = run.predictions == run.alone_predictions
+    one_voice = run.writes == 1 and run.printed == 1 and run.bars == 1
     symptoms = {s.name: s.hint for s in lab.process_symptoms(run)}
-    gathered = f" ({run['gathered']} gathered)" if run["gathered"] else ""
+    gathered = f" ({run.gathered} gathered)" if run.gathered else ""
     checks = [
         Check("2 processes: one group, each process says it is one of 2", joined,
               "" if joined else symptoms.get("alone", "each process should report 2 processes")),
@@ -135,15 +134,15 @@ def grade_step3(run, lesson, unseen=None):
               own_share_hint(share, lesson_share)),
         Check(f"the whole validation split scored once: {lab.VALIDATION_PAIRS} pairs{gathered}",
               scored, "" if scored else symptoms.get("tail_counted") or symptoms.get(
-                  "own_share") or f"the main process scored {run['scored']}"),
+                  "own_share") or f"the main process scored {run.scored}"),
         Check("the same predictions as one process evaluating the same weights alone", equal,
-              "" if equal else differing(run["predictions"] or [], run["alone_predictions"])),
+              "" if equal else differing(run.predictions or [], run.alone_predictions)),
         Check("one process prints the result, shows the bar and writes metrics.json", one_voice,
               "" if one_voice else "; ".join(symptoms[k] for k in
                                              ("many_writers", "many_printers", "many_bars")
                                              if k in symptoms)),
-        Check("every process leaves the process group at the end", bool(run["left_group"]),
-              "" if run["left_group"] else "a process exited while still in the process group: "
+        Check("every process leaves the process group at the end", bool(run.left_group),
+              "" if run.left_group else "a process exited while still in the process group: "
               "the lesson leaves it explicitly, at the end of the function"),
     ]
     if unseen is not None:
@@ -173,21 +172,21 @@ def unseen_check(run):
     """The candidate on 2 machines (1 process each, on 127.0.0.1) with UNSEEN_FLAGS."""
     name = "on 2 machines of 1 process, with evaluation batches of 5: the whole split once, " \
            "its weights' own predictions, one metrics.json"
-    if run["error"]:
-        return Check(name, False, f"the run stopped: {run['error']}")
+    if run.error:
+        return Check(name, False, f"the run stopped: {run.error}")
     problems = []
-    scored = run["scored"][:1]
-    if scored and scored == run["eval_forwarded"][:1]:
+    scored = run.scored[:1]
+    if scored and scored == run.eval_forwarded[:1]:
         problems.append(f"the main process scored only its own share, {scored[0]} pairs of "
                         f"{lab.VALIDATION_PAIRS}")
     elif scored != [lab.VALIDATION_PAIRS]:
         problems.append(f"the main process scored {scored[0] if scored else 'no'} pairs for "
                         f"{lab.VALIDATION_PAIRS}: how many predictions to keep depends on the "
                         f"split, not on this setting's number of processes and batch size")
-    elif run["predictions"] != run["alone_predictions"]:
-        problems.append(differing(run["predictions"] or [], run["alone_predictions"]))
-    if run["writes"] != 1:
-        problems.append(f"{run['writes']} processes wrote metrics.json: on several machines, "
+    elif run.predictions != run.alone_predictions:
+        problems.append(differing(run.predictions or [], run.alone_predictions))
+    if run.writes != 1:
+        problems.append(f"{run.writes} processes wrote metrics.json: on several machines, "
                         "each machine has a main process of its own, and the run has only one")
     return Check(name, not problems, "; ".join(problems))
 
@@ -202,33 +201,33 @@ def differing(predictions, alone):
 def grade_step4(run, step3_reference):
     """run: the candidate through its notebook_launcher on 2 processes, dropout off; the
     reference: the course's step 3 on 2 processes, dropout off."""
-    if run["error"]:
+    if run.error:
         return refused(run)
     symptoms = {s.name: s.hint for s in lab.process_symptoms(run)}
-    joined = run["alone"] == 0 and run["processes"] == 2 and run["num_processes"] == 2
-    if run["processes"] < 2:
+    joined = run.alone == 0 and run.processes == 2 and run.num_processes == 2
+    if run.processes < 2:
         symptoms["alone"] = ("only 1 process trained: main() should start training_function "
                              "with notebook_launcher(..., num_processes=2)")
-    outside = run["models_created_before"] >= 1 and run["models_created_inside"] == 0
-    fixed = run["lengths"] == [128]
-    equal = run["predictions"] == step3_reference["predictions"] and \
-        lab.close(run["losses"] or [], step3_reference["losses"])
-    whole = run["scored"][:1] == [lab.VALIDATION_PAIRS] and run["writes"] == 1
+    outside = run.models_created_before >= 1 and run.models_created_inside == 0
+    fixed = run.lengths == [128]
+    equal = run.predictions == step3_reference.predictions and \
+        lab.close(run.losses or [], step3_reference.losses)
+    whole = run.scored[:1] == [lab.VALIDATION_PAIRS] and run.writes == 1
     return [
         Check("notebook_launcher: 2 processes in one group, each says it is one of 2", joined,
-              "" if joined else symptoms.get("alone", f"{run['processes']} process(es) "
+              "" if joined else symptoms.get("alone", f"{run.processes} process(es) "
                                              "trained: main() should call notebook_launcher")),
         Check("the model created once, before the launch, and passed in", outside,
-              "" if outside else f"the model was created {run['models_created_inside']} times "
+              "" if outside else f"the model was created {run.models_created_inside} times "
               "inside the launched processes: on a TPU every core would load its own copy"),
         Check("every batch padded to the same 128 tokens", fixed,
-              "" if fixed else f"the model saw batches of {len(run['lengths'])} different "
-              f"lengths ({', '.join(map(str, run['lengths'][:6]))}, ...): on XLA each new "
+              "" if fixed else f"the model saw batches of {len(run.lengths)} different "
+              f"lengths ({', '.join(map(str, run.lengths[:6]))}, ...): on XLA each new "
               "length compiles a new graph"),
         Check("with dropout off, step 3's predictions, and its losses to a relative 1e-4", equal,
               "" if equal else hint(run, step3_reference)),
         Check("the whole validation split scored once, one metrics.json", whole,
-              "" if whole else "; ".join(symptoms.values()) or f"scored {run['scored']}"),
+              "" if whole else "; ".join(symptoms.values()) or f"scored {run.scored}"),
     ]
 
 

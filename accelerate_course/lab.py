@@ -15,13 +15,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from accelerate_course.steps import FOLDERS, REPO
 from common.launch import free_port
-from accelerate_course.steps import FOLDERS
 
-from accelerate_course.steps import REPO
 DRIVER = Path(__file__).resolve().parent / "lab_driver.py"
 VALIDATION_PAIRS = 408
 # a short run: enough optimizer steps for a missing line to show, few enough for class
@@ -194,19 +194,30 @@ def run_within(launches, seconds):
     return "".join(outputs), next((code for code in codes if code), 0)
 
 
-def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900):
-    """Run scripts as run_scripts does, as 2 machines of 1 process each on 127.0.0.1
-    (accelerate launch --num_machines 2, one launcher per "machine", on the CPU); return
-    {name: measurement}."""
+def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
+                        launcher="accelerate", machine_env=None):
+    """Run scripts as run_scripts does, as 2 machines of 1 process each on 127.0.0.1, one
+    launcher per "machine": accelerate launch --num_machines 2 on the CPU (ACCELERATE_USE_CPU=1,
+    as the README's command), or torchrun --nnodes 2 (with one thread per process, which
+    accelerate launch sets by itself); machine_env(rank): what else that machine's launcher
+    sees (a cluster's variables). Return {name: measurement}."""
     from accelerate_course.run_course import accelerate_launch
     plan_path = write_plan(step, scripts, folder, flags, 2)
     port = free_port()
-    launches = [(accelerate_launch(2) + ["--num_machines", "2", "--machine_rank", str(rank),
-                                         "--main_process_ip", "127.0.0.1",
-                                         "--main_process_port", str(port),
-                                         str(DRIVER), str(plan_path)],
-                 lab_environment(ACCELERATE_USE_CPU="1"))
-                for rank in (0, 1)]
+    launches = []
+    for rank in (0, 1):
+        if launcher == "accelerate":
+            words = accelerate_launch(2) + ["--num_machines", "2", "--machine_rank", str(rank),
+                                            "--main_process_ip", "127.0.0.1",
+                                            "--main_process_port", str(port)]
+            env = {"ACCELERATE_USE_CPU": "1"}
+        else:
+            words = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+                     "--node_rank", str(rank), "--nproc_per_node", "1",
+                     "--master_addr", "127.0.0.1", "--master_port", str(port)]
+            env = {"OMP_NUM_THREADS": "1"}
+        launches.append((words + [str(DRIVER), str(plan_path)],
+                         lab_environment(**env, **(machine_env(rank) if machine_env else {}))))
     return launched(plan_path, folder, 2, *run_within(launches, time_limit))
 
 
@@ -215,7 +226,7 @@ def launched(plan_path, folder, processes, output, exit_code):
     or raise when the launch failed in a way that is not a run's own error."""
     (Path(folder) / "launch.out").write_text(output)
     measured = measure_plan(plan_path, processes)
-    if exit_code != 0 and not all(m["error"] for m in measured.values()):
+    if exit_code != 0 and not all(m.error for m in measured.values()):
         raise RuntimeError(f"the lab's launch failed (exit {exit_code}):\n{output[-3000:]}")
     return measured
 
@@ -255,17 +266,42 @@ def variant_scripts(step, names=None, folder=None):
     return scripts
 
 
+@dataclass(frozen=True)
+class Run:
+    """What one run of a step (or of a variant, an exercise, a mistake) measured, from the
+    reports its processes wrote (accelerate_course/lab_driver.py). "rank 0" is the process of
+    global rank 0; a list "by process" has one entry per process that reported."""
+
+    error: str | None  # the line the run stopped with (an `error:` line, or an exception), or None
+    processes: int  # how many processes reported (those that got as far as an Accelerator)
+    launched: int  # how many processes the launch started
+    alone: int  # of several launched, how many said they were 1 of 1 (not joined)
+    num_processes: int | None  # what rank 0's Accelerator said
+    distributed_type: str | None  # rank 0's, e.g. "DistributedType.MULTI_CPU"
+    scored: list  # pairs each call of the metric's compute saw, by process
+    accuracy: list  # each of those computes' accuracy (rounded to 4 places)
+    f1: list  # and F1
+    writes: int  # metrics.json writes, all processes together
+    printed: int  # processes that printed the result line ("validation: accuracy ...")
+    bars: int  # processes that showed the training progress bar
+    weights_equal: bool  # every process ended with the same weights
+    left_group: bool | None  # every process left the process group (None: no Accelerator)
+    losses: list | None  # the training losses of the metrics.json rank 0 wrote
+    predictions: list | None  # the predictions rank 0 wrote
+    alone_predictions: list | None  # rank 0's final weights evaluated once more, alone
+    grad_norm: float | None  # rank 0's gradient norm at its first optimizer step
+    learning_rates: list  # rank 0's learning rate at each optimizer step
+    gathered: int | None  # how many predictions were gathered (eval_gathered), when written
+    models_created_inside: int  # models created inside the launched processes
+    models_created_before: int  # models created before the launch (in the launching process)
+    lengths: list  # the distinct token lengths of the training batches
+    eval_forwarded: list  # pairs each process put through the model in eval mode, by rank
+    weights: str | None  # rank 0's final weights, hashed
+    seconds: float  # training time (rank 0's train_seconds), else the run's wall time
+
+
 def measure(run_folder, processes_launched, train_steps):
-    """Return what a run's reports say, as one dict:
-    error (the line it stopped with, or None), processes (how many reported), alone (how many
-    said they were 1 of 1 when several were launched), scored (pairs each process's metric
-    saw), accuracy / f1 (each process's), writes (metrics.json writes, all processes),
-    printed (processes that printed the result line), bars (processes that showed a
-    progress bar), weights_equal (all processes ended with the same weights), losses (the
-    losses of rank 0's metrics.json), predictions (rank 0's, written), alone_predictions
-    (rank 0's final weights evaluated alone), grad_norm (rank 0's, first optimizer step),
-    num_processes (what rank 0's Accelerator said), seconds (training, rank 0), eval_forwarded
-    (the pairs each process evaluated itself, by rank), weights (rank 0's final weights, hashed)."""
+    """Return the Run that a run's reports (rank<R>.json, rank<R>.out, run0.json) describe."""
     ranks = [json.loads(p.read_text()) for p in sorted(run_folder.glob("rank*.json"))]
     outcome = json.loads((run_folder / "run0.json").read_text()) \
         if (run_folder / "run0.json").exists() else {"error": "no report", "seconds": 0}
@@ -275,41 +311,40 @@ def measure(run_folder, processes_launched, train_steps):
     writes = [w for r in ranks for w in r.get("writes", [])]
     written = rank0.get("writes") or [{}]
     results = [m for r in ranks for m in r.get("metric_results", [])]
-    return {
-        "error": outcome["error"],
-        "processes": len(accelerate_ranks) or len(ranks),
-        "launched": processes_launched,
-        "alone": sum(1 for r in ranks if r["num_processes"] == 1) if processes_launched > 1 else 0,
-        "num_processes": rank0.get("num_processes"),
-        "distributed_type": rank0.get("distributed_type"),
-        "scored": [m["pairs"] for m in results],
-        "accuracy": [round(m["accuracy"], 4) for m in results],
-        "f1": [round(m["f1"], 4) for m in results],
-        "writes": len(writes),
-        "printed": sum(1 for text in outputs if "validation: accuracy" in text),
+    return Run(
+        error=outcome["error"],
+        processes=len(accelerate_ranks) or len(ranks),
+        launched=processes_launched,
+        alone=sum(1 for r in ranks if r["num_processes"] == 1) if processes_launched > 1 else 0,
+        num_processes=rank0.get("num_processes"),
+        distributed_type=rank0.get("distributed_type"),
+        scored=[m["pairs"] for m in results],
+        accuracy=[round(m["accuracy"], 4) for m in results],
+        f1=[round(m["f1"], 4) for m in results],
+        writes=len(writes),
+        printed=sum(1 for text in outputs if "validation: accuracy" in text),
         # the training bar's total is the number of optimizer steps (not the weights' loading bar)
-        "bars": sum(1 for text in outputs
-                    if re.search(rf"\b{train_steps or '[0-9]+'}/{train_steps or '[0-9]+'} \[", text)),
-        "weights_equal": len({r["weights"] for r in ranks if r.get("weights")}) <= 1,
-        "left_group": all(r.get("left_process_group") for r in accelerate_ranks)
+        bars=sum(1 for text in outputs
+                 if re.search(rf"\b{train_steps or '[0-9]+'}/{train_steps or '[0-9]+'} \[", text)),
+        weights_equal=len({r["weights"] for r in ranks if r.get("weights")}) <= 1,
+        left_group=all(r.get("left_process_group") for r in accelerate_ranks)
         if accelerate_ranks else None,
-        "losses": written[-1].get("train_losses"),
-        "predictions": written[-1].get("predictions"),
-        "alone_predictions": rank0.get("alone_predictions"),
-        "grad_norm": (rank0.get("grad_norms") or [None])[0],
-        "learning_rates": rank0.get("learning_rates") or [],
-        "gathered": written[-1].get("eval_gathered"),
-        "models_created_inside": sum(sum(r.get("created_inside", [])) for r in ranks),
+        losses=written[-1].get("train_losses"),
+        predictions=written[-1].get("predictions"),
+        alone_predictions=rank0.get("alone_predictions"),
+        grad_norm=(rank0.get("grad_norms") or [None])[0],
+        learning_rates=rank0.get("learning_rates") or [],
+        gathered=written[-1].get("eval_gathered"),
+        models_created_inside=sum(sum(r.get("created_inside", [])) for r in ranks),
         # made before the launch: in the launching process, whose record every forked
         # process inherits (so it shows in each of their reports: counted once)
-        "models_created_before": max((len(r.get("created_inside", [])) -
-                                      sum(r.get("created_inside", [])) for r in ranks), default=0),
-        "lengths": sorted({n for r in ranks for n in r.get("lengths", [])}),
-        # pairs each process evaluated itself (by rank), and rank 0's final weights
-        "eval_forwarded": [r.get("eval_forwarded", 0) for r in sorted(ranks, key=lambda r: r["rank"])],
-        "weights": rank0.get("weights"),
-        "seconds": written[-1].get("train_seconds", outcome.get("seconds")),
-    }
+        models_created_before=max((len(r.get("created_inside", [])) -
+                                   sum(r.get("created_inside", [])) for r in ranks), default=0),
+        lengths=sorted({n for r in ranks for n in r.get("lengths", [])}),
+        eval_forwarded=[r.get("eval_forwarded", 0) for r in sorted(ranks, key=lambda r: r["rank"])],
+        weights=rank0.get("weights"),
+        seconds=written[-1].get("train_seconds", outcome.get("seconds")),
+    )
 
 
 class Symptom(NamedTuple):
@@ -320,18 +355,18 @@ class Symptom(NamedTuple):
 def process_symptoms(run):
     """Return what is wrong with a run on its own (an empty list: nothing), each said from the
     run's own numbers. These are the what-if table's verdicts and make check's hints."""
-    if run["error"]:
-        return [Symptom("refused", f"the run stopped: {run['error']}")]
+    if run.error:
+        return [Symptom("refused", f"the run stopped: {run.error}")]
     found = []
-    if run["alone"]:
-        same = " (the same training, done by each)" if run["weights_equal"] else ""
-        found.append(Symptom("alone", f"each process reports 1 process ({run['alone']} of "
-                             f"{run['launched']}): they did not join one group, each trained "
+    if run.alone:
+        same = " (the same training, done by each)" if run.weights_equal else ""
+        found.append(Symptom("alone", f"each process reports 1 process ({run.alone} of "
+                             f"{run.launched}): they did not join one group, each trained "
                              f"alone on all the data{same}"))
-    if not run["weights_equal"]:
+    if not run.weights_equal:
         found.append(Symptom("weights_differ", "the processes ended with different weights: "
                              "each trained its own copy of the model"))
-    scored = run["scored"]
+    scored = run.scored
     if scored and max(scored) > VALIDATION_PAIRS:
         found.append(Symptom("tail_counted", f"your run scored {max(scored)} samples for "
                              f"{VALIDATION_PAIRS} pairs: the duplicated tail was counted"))
@@ -341,41 +376,41 @@ def process_symptoms(run):
                              f"{' and '.join(map(str, scored))} pairs, which together are the "
                              f"{VALIDATION_PAIRS}" + (f" and a duplicated tail of {tail}"
                                                       if tail > 0 else "")))
-    if run["writes"] > 1:
-        found.append(Symptom("many_writers", f"{run['writes']} processes wrote metrics.json"))
-    if run["printed"] > 1:
-        found.append(Symptom("many_printers", f"{run['printed']} processes printed the result"))
-    if run["bars"] > 1:
-        found.append(Symptom("many_bars", f"{run['bars']} progress bars, one per process"))
+    if run.writes > 1:
+        found.append(Symptom("many_writers", f"{run.writes} processes wrote metrics.json"))
+    if run.printed > 1:
+        found.append(Symptom("many_printers", f"{run.printed} processes printed the result"))
+    if run.bars > 1:
+        found.append(Symptom("many_bars", f"{run.bars} progress bars, one per process"))
     return found
 
 
 def symptoms(run, lesson):
     """Return the Symptoms of a run that the lesson's run of the same step does not have; when
     there are none, how its training or predictions differ from the lesson's, if they do."""
-    if run["error"]:
+    if run.error:
         return process_symptoms(run)
     lesson_has = {s.name for s in process_symptoms(lesson)}
     found = [s for s in process_symptoms(run) if s.name not in lesson_has]
-    if lesson["left_group"] and run["left_group"] is False:
+    if lesson.left_group and run.left_group is False:
         found.append(Symptom("stays_in_group", "the same numbers, but the processes exited "
                              "while still in the process group (the lesson's leave it)"))
     if found:
         return found
-    if run["losses"] != lesson["losses"] and run["predictions"] == lesson["predictions"] \
-            and close(run["losses"], lesson["losses"]):
+    if run.losses != lesson.losses and run.predictions == lesson.predictions \
+            and close(run.losses, lesson.losses):
         found.append(Symptom("float_order", "identical predictions, and losses within a "
                              f"relative {TOLERANCE:g} of the lesson's, not equal"))
-    elif run["losses"] != lesson["losses"]:
-        first = next((i for i, (a, b) in enumerate(zip(run["losses"], lesson["losses"]))
-                      if a != b), len(lesson["losses"]))
+    elif run.losses != lesson.losses:
+        first = next((i for i, (a, b) in enumerate(zip(run.losses, lesson.losses))
+                      if a != b), len(lesson.losses))
         found.append(Symptom("training_differs", f"training differs from optimizer step "
                              f"{first + 1} on: mean loss of the last 10 steps "
-                             f"{mean(run['losses'][-10:]):.4f} (lesson "
-                             f"{mean(lesson['losses'][-10:]):.4f})"
+                             f"{mean(run.losses[-10:]):.4f} (lesson "
+                             f"{mean(lesson.losses[-10:]):.4f})"
                              + learning_rate_note(run, lesson)))
-    elif run["predictions"] != lesson["predictions"]:
-        changed = sum(a != b for a, b in zip(run["predictions"], lesson["predictions"]))
+    elif run.predictions != lesson.predictions:
+        changed = sum(a != b for a, b in zip(run.predictions, lesson.predictions))
         found.append(Symptom("predictions_differ", f"the same training, but {changed} of "
                              f"{VALIDATION_PAIRS} predictions differ"))
     return found
@@ -383,7 +418,7 @@ def symptoms(run, lesson):
 
 def learning_rate_note(run, lesson):
     """Return ', learning rate ... (lesson ...)' where the run's schedule differs, else ''."""
-    mine, theirs = run["learning_rates"], lesson["learning_rates"]
+    mine, theirs = run.learning_rates, lesson.learning_rates
     if not mine or mine == theirs:
         return ""
     middle = len(mine) // 2
@@ -434,17 +469,17 @@ def verdict(run, lesson, is_lesson=False):
 
 def measured_cells(run):
     """Return the table's 'measured' cell for a run."""
-    if run["error"]:
-        return "stopped after training" if run["learning_rates"] else "stopped before training"
-    cells = [f"{run['processes']} process{'es' if run['processes'] != 1 else ''}"
-             + (f" ({run['alone']} alone)" if run["alone"] else "")]
-    scored = run["scored"]
+    if run.error:
+        return "stopped after training" if run.learning_rates else "stopped before training"
+    cells = [f"{run.processes} process{'es' if run.processes != 1 else ''}"
+             + (f" ({run.alone} alone)" if run.alone else "")]
+    scored = run.scored
     if scored:
         cells.append("scored by each process: " + ", ".join(map(str, scored)) + " pairs")
-        cells.append("accuracy " + " / ".join(f"{a:.4f}" for a in run["accuracy"]))
-    cells.append(f"{run['writes']} metrics.json write{'s' if run['writes'] != 1 else ''}")
-    if run["processes"] > 1:
-        cells.append("weights " + ("equal" if run["weights_equal"] else "differ"))
+        cells.append("accuracy " + " / ".join(f"{a:.4f}" for a in run.accuracy))
+    cells.append(f"{run.writes} metrics.json write{'s' if run.writes != 1 else ''}")
+    if run.processes > 1:
+        cells.append("weights " + ("equal" if run.weights_equal else "differ"))
     return ", ".join(cells)
 
 
@@ -500,13 +535,13 @@ def what_if(step, folder, names=None, extra=None):
         if name != base:
             change = f"{'the lesson' if is_lesson else change}, with {name.split(', with ')[1]}"
         text = verdict(run, reference, is_lesson and name == base)
-        if name != base and not is_lesson and run["grad_norm"] and reference["grad_norm"]:
-            text += (f"; gradient norm at the first step {run['grad_norm']:.4f}, the lesson's "
-                     f"{reference['grad_norm']:.4f}")
-        elif name != base and is_lesson and run["grad_norm"]:
-            text = f"gradient norm at the first step {run['grad_norm']:.4f}"
+        if name != base and not is_lesson and run.grad_norm and reference.grad_norm:
+            text += (f"; gradient norm at the first step {run.grad_norm:.4f}, the lesson's "
+                     f"{reference.grad_norm:.4f}")
+        elif name != base and is_lesson and run.grad_norm:
+            text = f"gradient norm at the first step {run.grad_norm:.4f}"
         rows.append({"variant": name, "change": change, "measured": measured_cells(run),
-                     "verdict": text, "seconds": run["seconds"]})
+                     "verdict": text, "seconds": run.seconds})
     return rows, measured
 
 

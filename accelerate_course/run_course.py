@@ -39,9 +39,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from accelerate_course.steps import FOLDERS
+from accelerate_course.steps import FOLDERS, REPO
 
-from accelerate_course.steps import REPO
 CONFIGS = REPO / "configs"
 IDENTICAL_FIELDS = ("predictions", "train_losses", "accuracy", "f1")
 # (earlier step, later step) -> None: must be identical; a number: |difference| of accuracy

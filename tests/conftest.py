@@ -3,6 +3,7 @@ the lab's runs (accelerate_course/lab_runs.py decides which share a launch), mad
 session for the comparison tests of each step, the what-if tests and the grader's tests."""
 
 import json
+import multiprocessing.process
 import re
 import subprocess
 import sys
@@ -109,22 +110,54 @@ def lab_runs(tmp_path_factory, request):
                       lambda step: UNSEEN_RUNS if step == 3 else ())
 
 
+# the fixtures whose values are real runs: a test that reads one is a run test
+RUN_FIXTURES = {"default_runs", "lab_runs", "two_machines", "readme_run", "three_processes"}
+
+
 def pytest_collection_modifyitems(items):
     """A test parametrized by `step` belongs to that step's lesson: make test STEP=N runs it
-    (the README's own tests aside: they check the README, not a lesson)."""
+    (the README's own tests aside: they check the README, not a lesson). A test that reads a
+    run fixture is a run test (marker `runs`), as are those marked so by hand."""
     for item in items:
         step = getattr(item, "callspec", None) and item.callspec.params.get("step")
         if step in (1, 2, 3, 4) and item.path.name != "test_readme.py":
             item.add_marker(getattr(pytest.mark, f"step{step}"))
+        if RUN_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.runs)
+
+
+@pytest.fixture(autouse=True)
+def unit_tests_start_no_process(request, monkeypatch):
+    """A test not marked `runs` is a unit test, and make test-unit runs those alone, in
+    seconds: starting a process (subprocess, multiprocessing) fails it, naming the marker."""
+    if request.node.get_closest_marker("runs"):
+        return
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{request.node.nodeid} starts a process: a run test, so mark it "
+                             "@pytest.mark.runs")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+
+
+def slurm_task(rank):
+    """What a SLURM job of 2 nodes gives the launcher on node `rank`, started by
+    `srun --ntasks-per-node 1` (docs/cluster.md): srun's variables (its step has 2 tasks, one
+    per node) and the MASTER_ADDR the job script exports."""
+    return dict(SLURM_JOB_ID="4242", SLURM_NNODES="2", SLURM_NTASKS="2",
+                SLURM_STEP_NUM_TASKS="2", SLURM_PROCID=str(rank), SLURM_NODEID=str(rank),
+                SLURM_LOCALID="0", MASTER_ADDR="127.0.0.1")
 
 
 @pytest.fixture(scope="session")
 def two_machines(tmp_path_factory):
     """Step 3 as 2 machines of 1 process each on 127.0.0.1, with the README's accelerate
-    launch command (ACCELERATE_USE_CPU=1): (its measurement, its run folder)."""
-    from test_step3_distributed import launch_two_machines
+    launch command (ACCELERATE_USE_CPU=1), each launcher started as SLURM's srun starts it:
+    (its measurement, its run folder)."""
     folder = tmp_path_factory.mktemp("two_machines")
-    return launch_two_machines(folder, "accelerate")[0], folder
+    return lab.run_on_two_machines(3, {"lesson": STEPS[3]}, folder,
+                                   machine_env=slurm_task)["lesson"], folder
 
 
 @pytest.fixture(scope="session")

@@ -223,6 +223,7 @@ def test_step2_refuses_the_same(in_process, tmp_path, name):
     assert not (tmp_path / "out" / "metrics.json").exists()
 
 
+@pytest.mark.runs
 def test_a_real_process_exits_with_one_line_on_stderr(tmp_path):
     kind, make, expected = CASES["a third class"]
     result = run_step(1, tmp_path / "out", *make(tmp_path))

@@ -5,6 +5,7 @@ import concurrent.futures
 import functools
 import shutil
 
+import pytest
 import torch
 import torch.multiprocessing
 
@@ -16,6 +17,7 @@ def worker_sees(model, _):
     return all(p.is_shared() for p in model.parameters())
 
 
+@pytest.mark.runs
 def test_a_model_passed_to_a_torch_xla_style_launch_is_shared_not_copied():
     # torch_xla's PJRT launch (xmp.spawn -> pjrt.run_multiprocess) hands
     # functools.partial(fn, *args) to a ProcessPoolExecutor whose context is

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from conftest import REPO, STEPS, lab, offline_env, read_metrics
+from accelerate_course import lab
+from conftest import REPO, STEPS, offline_env, read_metrics
 
 # what a student's `accelerate config` may have written: FSDP, debug mode, bf16, 4 processes
 HOSTILE_CONFIG = """\
@@ -69,6 +70,7 @@ def accelerate(*words):
     return [sys.executable, "-m", "accelerate.commands.launch", *map(str, words)]
 
 
+@pytest.mark.runs
 def test_the_default_config_takes_over_a_launch_that_gives_every_flag(tmp_path, crowded):
     # the control: what the README printed before the course's config files, every setting
     # on the command line, is turned into an FSDP run in debug mode by the default config
@@ -88,8 +90,8 @@ def test_step2_with_the_course_config_is_the_same_run_on_a_crowded_machine(tmp_p
                       "--output-dir", tmp_path), tmp_path, **crowded)
     run, reference = read_metrics(tmp_path), lab_runs(2).one["lesson"]
     assert run["num_processes"] == 1
-    assert run["train_losses"] == reference["losses"]
-    assert run["predictions"] == reference["predictions"]
+    assert run["train_losses"] == reference.losses
+    assert run["predictions"] == reference.predictions
 
 
 @pytest.mark.step3
@@ -100,11 +102,12 @@ def test_step3_readme_command_is_the_same_run_on_a_crowded_machine(tmp_path, cro
     assert "Num processes: 2" in said and "Backend: gloo" in said  # from inside the processes
     run, reference = read_metrics(tmp_path), lab_runs(3)["lesson"]
     assert run["num_processes"] == 2 and run["eval_gathered"] == 416
-    assert run["train_losses"] == reference["losses"]
-    assert run["predictions"] == reference["predictions"]
+    assert run["train_losses"] == reference.losses
+    assert run["predictions"] == reference.predictions
 
 
 @pytest.mark.step4
+@pytest.mark.runs
 def test_step4_runs_while_29500_is_held(tmp_path, crowded):
     # notebook_launcher's default port is 29500; step 4 passes it a free one
     said = launch([sys.executable, STEPS[4], "--num-processes", "2", *lab.SHORT_RUN,
@@ -126,6 +129,7 @@ def test_a_mac_with_apple_silicon_gets_a_plan_that_says_mps():
     assert plan(0)[1].where == "1 process on the CPU"
 
 
+@pytest.mark.runs
 def test_native_windows_is_sent_to_wsl_in_one_line(monkeypatch, tmp_path):
     # make: the Makefile stops at once where OS=Windows_NT (GNU make on Windows sets it)
     result = subprocess.run(["make", "-n", "course"], cwd=REPO, capture_output=True, text=True,

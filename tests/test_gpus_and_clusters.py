@@ -107,6 +107,7 @@ SRUN_TASK = dict(SLURM_JOB_ID="4242", SLURM_NTASKS="2", SLURM_STEP_NUM_TASKS="2"
                  SLURM_PROCID="1", SLURM_LOCALID="1", SLURM_NODEID="0")
 
 
+@pytest.mark.runs
 def test_srun_without_a_launcher_is_refused_in_one_line(tmp_path):
     # a real process of step 2 (step 1 alike: the same guard_launch, before anything loads)
     result = run_step(2, tmp_path, "--max-train-steps", "2", **SRUN_TASK)
@@ -119,6 +120,7 @@ def test_srun_without_a_launcher_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "metrics.json").exists()
 
 
+@pytest.mark.runs
 def test_a_job_scripts_master_addr_does_not_refuse_a_one_process_launch(tmp_path):
     # SLURM and Kubernetes job scripts export MASTER_ADDR for every command they run; the
     # one-process accelerate launch (configs/1-process.yaml) passes it on unchanged
@@ -138,10 +140,11 @@ def test_deterministic_kernels_change_nothing_on_the_cpu(tmp_path, lab_runs):
     without = lab_runs(2).one["step1"]
     assert_ok(run_step(1, tmp_path, *lab.SHORT_RUN, "--deterministic", OMP_NUM_THREADS="1"))
     deterministic = read_metrics(tmp_path)
-    assert deterministic["train_losses"] == without["losses"]
-    assert deterministic["predictions"] == without["predictions"]
+    assert deterministic["train_losses"] == without.losses
+    assert deterministic["predictions"] == without.predictions
 
 
+@pytest.mark.runs
 def test_a_machine_that_goes_away_stops_the_other_in_one_line(tmp_path):
     # two "machines" on loopback, each a torchrun of one process as srun starts it; machine 1
     # goes away mid-training (its launcher and worker killed at once, as when a node dies or
@@ -154,8 +157,7 @@ def test_a_machine_that_goes_away_stops_the_other_in_one_line(tmp_path):
 
     import psutil
     from common.launch import free_port
-    from conftest import REPO, offline_env
-    from test_step3_distributed import slurm_task
+    from conftest import REPO, offline_env, slurm_task
     port = free_port()
     machines = []
     for rank in (0, 1):
@@ -202,6 +204,7 @@ def test_a_machine_that_goes_away_stops_the_other_in_one_line(tmp_path):
     assert left == "", left
 
 
+@pytest.mark.runs
 def test_the_gpu_check_without_a_gpu_says_so_in_one_line():
     result = run_command([sys.executable, "-m", "accelerate_course.maintain.gpu_check"])
     assert result.returncode == 1

@@ -22,7 +22,8 @@ import pytest
 
 from common.launch import free_port
 
-from conftest import REPO, STEPS, lab, offline_env, run_command
+from accelerate_course import lab
+from conftest import REPO, STEPS, offline_env, run_command, slurm_task
 from accelerate_course.run_course import accelerate_launch, plan
 
 VALIDATION_SIZE = 408
@@ -30,15 +31,15 @@ VALIDATION_SIZE = 408
 
 def same_as_the_readme_command(run, reference):
     """A 2-process run joined like the README's accelerate launch, with its numbers."""
-    assert run["error"] is None
-    assert run["processes"] == 2 and run["alone"] == 0 and run["num_processes"] == 2
-    assert run["distributed_type"] == "DistributedType.MULTI_CPU"
-    assert run["gathered"] == 416 and len(run["predictions"]) == VALIDATION_SIZE
-    assert run["predictions"] == run["alone_predictions"]
-    assert run["losses"] == reference["losses"]
-    assert run["predictions"] == reference["predictions"]
-    assert (run["accuracy"], run["f1"]) == (reference["accuracy"], reference["f1"])
-    assert run["writes"] == 1
+    assert run.error is None
+    assert run.processes == 2 and run.alone == 0 and run.num_processes == 2
+    assert run.distributed_type == "DistributedType.MULTI_CPU"
+    assert run.gathered == 416 and len(run.predictions) == VALIDATION_SIZE
+    assert run.predictions == run.alone_predictions
+    assert run.losses == reference.losses
+    assert run.predictions == reference.predictions
+    assert (run.accuracy, run.f1) == (reference.accuracy, reference.f1)
+    assert run.writes == 1
 
 
 def one_error_line(output):
@@ -48,6 +49,7 @@ def one_error_line(output):
     return errors[0]
 
 
+@pytest.mark.runs
 def test_accelerate_launch_without_multi_gpu_is_refused_with_the_command_that_works(tmp_path):
     # the simple launcher starts the script once; it used to train as 1 process, exit 0
     command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2",
@@ -82,8 +84,9 @@ def test_torchrun_on_one_machine_equals_accelerate_launch(tmp_path, readme_run):
 
 
 def test_torchrun_on_two_nodes_over_loopback_equals_accelerate_launch(tmp_path, readme_run):
-    from test_step3_distributed import check_inside, launch_two_machines
-    run, _ = launch_two_machines(tmp_path, "torchrun")
+    from test_step3_distributed import check_inside
+    run = lab.run_on_two_machines(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
+                                  machine_env=slurm_task)["lesson"]
     check_inside(tmp_path / "lesson", 2)
     same_as_the_readme_command(run, readme_run)
 
@@ -207,6 +210,7 @@ def start_and_stop(command, tmp_path, sig, whole_group=True, **env):
     return process.returncode, (seen + rest).decode(errors="replace"), left.stdout.split()
 
 
+@pytest.mark.runs
 def test_ctrl_c_on_a_two_process_launch_stops_everything_and_says_so(tmp_path):
     command = accelerate_launch(2) + ["--main_process_port", str(free_port()),
                                       str(STEPS[3]), "--output-dir", str(tmp_path)]
@@ -221,6 +225,7 @@ def test_ctrl_c_on_a_two_process_launch_stops_everything_and_says_so(tmp_path):
     assert left == []  # no process of the launch is left
 
 
+@pytest.mark.runs
 def test_sigterm_on_notebook_launcher_stops_its_processes_and_says_so(tmp_path):
     # SIGTERM (kill, a job scheduler) to the one process that was started, step 4's: it stops
     # the processes notebook_launcher forked, says so in one line, and leaves nothing
@@ -249,6 +254,7 @@ class FakeIPython:
     ("a Colab notebook", {}, True, False),  # fewer than 2 GPUs: in this process
     ("a Kaggle TPU", {"KAGGLE_KERNEL_RUN_TYPE": "Interactive", "PJRT_DEVICE": "TPU"}, False, False),
 ])
+@pytest.mark.runs
 def test_the_course_reads_notebook_launchers_branch_as_accelerate_takes_it(monkeypatch, where,
                                                                            env, colab, expected):
     # the course's copy of notebook_launcher's choice (common/launch.py) against the real one:

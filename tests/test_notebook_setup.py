@@ -8,6 +8,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from common.notebook_setup import install_plan, upgraded_in_this_kernel
 from conftest import REPO
 from accelerate_course.maintain.build_notebook import pinned_packages
@@ -103,6 +105,7 @@ def test_an_upgrade_of_a_loaded_package_asks_for_a_restart():
     assert upgraded_in_this_kernel(before, after, set()) == []
 
 
+@pytest.mark.runs
 def test_the_course_as_pip_installs_it_carries_the_embedded_default_and_the_metric(tmp_path):
     # what the notebook's COURSE_SOURCE gives a Colab or Kaggle runtime: a build of this
     # repository's package, unpacked where Python finds it before the checkout
@@ -137,6 +140,7 @@ def test_the_course_as_pip_installs_it_carries_the_embedded_default_and_the_metr
     assert result.stdout.startswith("408 ") and "'f1'" in result.stdout
 
 
+@pytest.mark.runs
 def test_the_setup_cell_runs_as_a_kaggle_kernel_would_with_everything_installed(tmp_path):
     # the cell itself (its glue around install_plan), in a process that looks like a Kaggle
     # kernel (KAGGLE_* variables): this environment already has the course's versions, so it

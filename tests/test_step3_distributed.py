@@ -11,14 +11,11 @@ dataloader): the README's command for 2 processes is shared with the what-if tes
 """
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from common.launch import free_port
-
-from conftest import GRID, REPO, STEPS, lab, offline_env
+from accelerate_course import lab
+from conftest import GRID, REPO, STEPS
 
 VALIDATION_SIZE = 408
 pytestmark = pytest.mark.step3
@@ -38,35 +35,35 @@ def check_inside(run_folder, n):
 def test_one_process_is_identical_to_step2(lab_runs):
     runs = lab_runs(2).one  # step 2 and step 3, each on one process
     two, three = runs["lesson"], runs["step3"]
-    assert three["error"] is None
-    assert three["predictions"] == two["predictions"]
-    assert (three["accuracy"], three["f1"]) == (two["accuracy"], two["f1"])
-    assert three["losses"] == two["losses"]
-    assert three["gathered"] == three["scored"][0] == VALIDATION_SIZE
+    assert three.error is None
+    assert three.predictions == two.predictions
+    assert (three.accuracy, three.f1) == (two.accuracy, two.f1)
+    assert three.losses == two.losses
+    assert three.gathered == three.scored[0] == VALIDATION_SIZE
     out = (lab_runs(2).folder / "one" / "step3" / "rank0.out").read_text()
     assert "gathered 408 predictions, kept 408" in out
 
 
 def check_two_or_three(run, run_folder, n):
     check_inside(run_folder, n)
-    assert run["num_processes"] == n and run["alone"] == 0
+    assert run.num_processes == n and run.alone == 0
     # the padded count: every process runs ceil(51 batches / n) batches of 8
     batches_per_process = -(-51 // n)
-    assert run["gathered"] == batches_per_process * n * 8  # 2 -> 416, 3 -> 408
-    assert len(run["predictions"]) == VALIDATION_SIZE
+    assert run.gathered == batches_per_process * n * 8  # 2 -> 416, 3 -> 408
+    assert len(run.predictions) == VALIDATION_SIZE
     # the same weights evaluated by one process, unsharded: same predictions, bit for bit
-    assert run["predictions"] == run["alone_predictions"]
+    assert run.predictions == run.alone_predictions
     labels = [json.loads(line)["label"] for line in
               (REPO / "common" / "embedded" / "data" / "validation.jsonl").read_text().splitlines()]
-    correct = sum(p == y for p, y in zip(run["alone_predictions"], labels))
-    assert run["accuracy"][0] == round(correct / VALIDATION_SIZE, 4)
+    correct = sum(p == y for p, y in zip(run.alone_predictions, labels))
+    assert run.accuracy[0] == round(correct / VALIDATION_SIZE, 4)
     # what a student sees: the state of process 0, and the counts, from one process only
     out = (run_folder / "rank0.out").read_text()
     assert "Distributed environment: DistributedType.MULTI_CPU  Backend: gloo" in out
     assert f"Num processes: {n}" in out
-    assert f"gathered {run['gathered']} predictions, kept 408" in out
-    assert run["printed"] == 1 and run["writes"] == 1
-    assert run["left_group"]  # every process left the process group (end_training)
+    assert f"gathered {run.gathered} predictions, kept 408" in out
+    assert run.printed == 1 and run.writes == 1
+    assert run.left_group  # every process left the process group (end_training)
 
 
 def test_two_processes_evaluate_like_one_process(lab_runs):
@@ -92,7 +89,7 @@ def test_three_processes_evaluate_like_one_process(three_processes):
 def test_gather_and_truncate_over_a_grid_of_sizes(lab_runs, three_processes, n):
     # the grid runs in the same launches as step 3 (accelerate_course/lab_driver.py), on 2 and 3 processes
     runs, folder = (lab_runs(3).measured, lab_runs(3).folder / "runs") if n == 2 else three_processes
-    assert runs["grid"]["error"] is None, runs["grid"]["error"]
+    assert runs["grid"].error is None, runs["grid"].error
     report = json.loads((folder / "grid" / "output" / "grid.json").read_text())
     assert report["num_processes"] == n
     assert report["distributed_type"] == "DistributedType.MULTI_CPU"
@@ -101,56 +98,15 @@ def test_gather_and_truncate_over_a_grid_of_sizes(lab_runs, three_processes, n):
         in report["cases"]
 
 
-def slurm_task(rank):
-    """What a SLURM job of 2 nodes gives the launcher on node `rank`, started by
-    `srun --ntasks-per-node 1` (docs/cluster.md): srun's variables (its step has 2 tasks, one
-    per node) and the MASTER_ADDR the job script exports."""
-    return dict(SLURM_JOB_ID="4242", SLURM_NNODES="2", SLURM_NTASKS="2",
-                SLURM_STEP_NUM_TASKS="2", SLURM_PROCID=str(rank), SLURM_NODEID=str(rank),
-                SLURM_LOCALID="0", MASTER_ADDR="127.0.0.1")
-
-
-def launch_two_machines(tmp_path, launcher):
-    """Run step 3 as 2 machines of 1 process each on 127.0.0.1, each launcher started as
-    SLURM's srun starts it; return (run, outputs)."""
-    plan = lab.write_plan(3, {"lesson": STEPS[3]}, tmp_path, processes=2)
-    port = free_port()
-    commands = []
-    for rank in (0, 1):
-        if launcher == "accelerate":
-            from accelerate_course.run_course import accelerate_launch
-            words = accelerate_launch(2) + ["--num_machines", "2", "--machine_rank", str(rank),
-                                            "--main_process_ip", "127.0.0.1",
-                                            "--main_process_port", str(port)]
-        else:
-            words = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
-                     "--node_rank", str(rank), "--nproc_per_node", "1",
-                     "--master_addr", "127.0.0.1", "--master_port", str(port)]
-        commands.append(words + [str(lab.DRIVER), str(plan)])
-    # the README's commands: ACCELERATE_USE_CPU=1 for accelerate launch; for torchrun, one
-    # thread per process, which accelerate launch and torchrun --nproc_per_node 2 set by
-    # themselves (a machine of one process keeps all its cores: here two "machines" share 2)
-    env = dict(ACCELERATE_USE_CPU="1") if launcher == "accelerate" else dict(OMP_NUM_THREADS="1")
-    launches = [subprocess.Popen(words, cwd=REPO, env=offline_env(**env, **slurm_task(rank)),
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                for rank, words in enumerate(commands)]
-    outputs = []
-    for launch in launches:
-        output, _ = launch.communicate(timeout=600)
-        assert launch.returncode == 0, output[-3000:]
-        outputs.append(output)
-    return lab.measure_plan(plan, 2)["lesson"], outputs
-
-
 def test_two_machines_on_loopback_equal_one_machine_with_two_processes(lab_runs, two_machines):
     one_machine = lab_runs(3)["lesson"]
     run, folder = two_machines
     check_inside(folder / "lesson", 2)
-    assert run["num_processes"] == 2 and run["gathered"] == 416
-    assert run["predictions"] == one_machine["predictions"]
-    assert (run["accuracy"], run["f1"]) == (one_machine["accuracy"], one_machine["f1"])
-    assert run["losses"] == one_machine["losses"]
+    assert run.num_processes == 2 and run.gathered == 416
+    assert run.predictions == one_machine.predictions
+    assert (run.accuracy, run.f1) == (one_machine.accuracy, one_machine.f1)
+    assert run.losses == one_machine.losses
     # accelerator.print prints on the local main process of each machine: here both
     # "machines" are local mains (process index 0 and 1, local index 0 each), so the result
     # line is printed twice, once per machine; metrics.json is written once, by process 0
-    assert run["printed"] == 2 and run["writes"] == 1
+    assert run.printed == 2 and run.writes == 1

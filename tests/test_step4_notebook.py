@@ -21,21 +21,21 @@ def test_notebook_launcher_runs_two_real_processes(lab_runs):
     # the two processes of notebook_launcher one group on this machine without a GPU
     runs = lab_runs(4)
     run, folder = runs["lesson"], runs.folder / "runs" / "lesson"
-    assert run["error"] is None
+    assert run.error is None
     for i in range(2):  # what each launched process says about itself
         rank = json.loads((folder / f"rank{i}.json").read_text())
         assert rank["process_index"] == i and rank["num_processes"] == 2
         assert rank["distributed_type"] == "DistributedType.MULTI_CPU"
         assert rank["backend"] == "gloo"
-    assert run["num_processes"] == 2 and run["alone"] == 0
-    assert run["gathered"] == 416 and len(run["predictions"]) == 408
-    assert run["predictions"] == run["alone_predictions"]
+    assert run.num_processes == 2 and run.alone == 0
+    assert run.gathered == 416 and len(run.predictions) == 408
+    assert run.predictions == run.alone_predictions
     out = (folder / "rank0.out").read_text()
     assert "Num processes: 2" in out
     assert "gathered 416 predictions, kept 408" in out
     # the model was made once, in the launching process, and every batch had 128 tokens
-    assert run["models_created_before"] == 1 and run["models_created_inside"] == 0
-    assert run["lengths"] == [128]
+    assert run.models_created_before == 1 and run.models_created_inside == 0
+    assert run.lengths == [128]
 
 
 @pytest.mark.step4
@@ -52,12 +52,12 @@ def test_step4_matches_step3_on_the_same_number_of_processes(lab_runs):
     # a relative 1e-4 and every prediction is the same.
     runs = lab_runs(4)
     three, four = runs.runs["step3"]["lesson"], runs["lesson"]
-    assert three["num_processes"] == four["num_processes"] == 2
-    assert len(four["losses"]) == len(three["losses"]) == 30
-    for a, b in zip(three["losses"], four["losses"]):
+    assert three.num_processes == four.num_processes == 2
+    assert len(four.losses) == len(three.losses) == 30
+    for a, b in zip(three.losses, four.losses):
         assert b == pytest.approx(a, rel=1e-4)
-    assert four["predictions"] == three["predictions"]
-    assert (four["accuracy"], four["f1"]) == (three["accuracy"], three["f1"])
+    assert four.predictions == three.predictions
+    assert (four.accuracy, four.f1) == (three.accuracy, three.f1)
 
 
 @pytest.mark.step4
@@ -66,9 +66,9 @@ def test_an_accelerator_created_before_the_launch_is_refused(lab_runs):
     # notebook_launcher, as a notebook cell would create it
     runs = lab_runs(4)
     run = runs["accelerator_before_launch"]
-    assert run["error"].startswith("ValueError")
-    assert "the `Accelerator` should only be initialized inside your training function" in run["error"]
-    assert run["writes"] == 0
+    assert run.error.startswith("ValueError")
+    assert "the `Accelerator` should only be initialized inside your training function" in run.error
+    assert run.writes == 0
     assert not (runs.folder / "runs" / "accelerator_before_launch" / "output" / "metrics.json").exists()
 
 
@@ -120,6 +120,7 @@ def test_every_training_cell_of_train_py_is_in_the_notebook_unchanged():
     assert code.index(train_cells[2].source) < code.index(train_cells[3].source)
 
 
+@pytest.mark.runs
 def test_the_notebook_runs_top_to_bottom_on_a_real_kernel(tmp_path, monkeypatch):
     notebook = nbformat.read(build_notebook.NOTEBOOK, as_version=4)
     out = tmp_path / "notebook"

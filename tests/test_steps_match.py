@@ -8,7 +8,8 @@ comparisons here are exact: no tolerance.
 
 import pytest
 
-from conftest import assert_ok, lab, read_metrics, run_step
+from accelerate_course import lab
+from conftest import assert_ok, read_metrics, run_step
 
 
 @pytest.mark.step2
@@ -17,13 +18,13 @@ def test_short_runs_are_identical(lab_runs):
     # starts from a fresh Accelerate state; accelerate_course/lab_driver.py)
     one = lab_runs(2).one["step1"]
     two = lab_runs(2).one["lesson"]
-    assert one["error"] is None and two["error"] is None
-    assert len(one["losses"]) == lab.train_steps(lab.SHORT_RUN) == 30
-    assert one["losses"] == two["losses"]
-    assert one["predictions"] == two["predictions"]
-    assert (one["accuracy"], one["f1"]) == (two["accuracy"], two["f1"])
-    assert one["scored"] == two["scored"] == [408]
-    assert one["processes"] == two["processes"] == two["num_processes"] == 1
+    assert one.error is None and two.error is None
+    assert len(one.losses) == lab.train_steps(lab.SHORT_RUN) == 30
+    assert one.losses == two.losses
+    assert one.predictions == two.predictions
+    assert (one.accuracy, one.f1) == (two.accuracy, two.f1)
+    assert one.scored == two.scored == [408]
+    assert one.processes == two.processes == two.num_processes == 1
 
 
 @pytest.mark.step2
@@ -34,8 +35,8 @@ def test_accelerate_launch_on_one_process_matches_python(tmp_path, lab_runs):
     # command line, so that a user's `accelerate config` file cannot change it
     assert_ok(run_step(2, tmp_path, *lab.SHORT_RUN, OMP_NUM_THREADS="1"))
     python, launched = read_metrics(tmp_path), lab_runs(2).one["lesson"]
-    assert python["train_losses"] == launched["losses"]
-    assert python["predictions"] == launched["predictions"]
+    assert python["train_losses"] == launched.losses
+    assert python["predictions"] == launched.predictions
 
 
 def test_full_default_runs_are_identical_and_learn(default_runs):

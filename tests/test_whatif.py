@@ -2,7 +2,7 @@
 consequence the lessons' pages' tables say it has.
 
 The runs are short (lab.SHORT_RUN: 30 optimizer steps) and shared: one launch per step runs
-the step and all its variants (tests/conftest.py, LabRuns). Each test asserts the measured
+the step and all its variants (accelerate_course/lab_runs.py). Each test asserts the measured
 consequence against the lesson's run of the same launch: a difference where the README says
 there is one, equality where it says there is none.
 """
@@ -11,7 +11,8 @@ import re
 
 import pytest
 
-from conftest import STEPS, lab
+from accelerate_course import lab
+from conftest import STEPS
 
 from accelerate_course import whatif
 from accelerate_course.maintain import update_readme
@@ -55,24 +56,24 @@ def test_step1_without_zero_grad_adds_up_the_gradients(lab_runs):
     lesson, run = lab_runs(1)["lesson"], lab_runs(1)["no_zero_grad"]
     # the first update uses one batch's gradients either way; from the second update on the
     # gradients of all the earlier batches are added in, so the losses part from step 3
-    assert run["losses"][:2] == lesson["losses"][:2]
-    assert run["losses"][2] != lesson["losses"][2]
-    assert run["learning_rates"] == lesson["learning_rates"]
+    assert run.losses[:2] == lesson.losses[:2]
+    assert run.losses[2] != lesson.losses[2]
+    assert run.learning_rates == lesson.learning_rates
 
 
 @pytest.mark.step1
 def test_step1_without_the_scheduler_step_keeps_the_peak_learning_rate(lab_runs):
     lesson, run = lab_runs(1)["lesson"], lab_runs(1)["no_scheduler_step"]
-    assert set(run["learning_rates"]) == {5e-5}
-    assert lesson["learning_rates"][0] == 5e-5 and lesson["learning_rates"][-1] < 5e-6
-    assert run["losses"][:2] == lesson["losses"][:2] and run["losses"] != lesson["losses"]
+    assert set(run.learning_rates) == {5e-5}
+    assert lesson.learning_rates[0] == 5e-5 and lesson.learning_rates[-1] < 5e-6
+    assert run.losses[:2] == lesson.losses[:2] and run.losses != lesson.losses
 
 
 @pytest.mark.step1
 def test_step1_without_model_eval_trains_the_same_and_predicts_otherwise(lab_runs):
     lesson, run = lab_runs(1)["lesson"], lab_runs(1)["no_model_eval"]
-    assert run["losses"] == lesson["losses"]  # training is untouched
-    assert run["predictions"] != lesson["predictions"]  # dropout stays on while predicting
+    assert run.losses == lesson.losses  # training is untouched
+    assert run.predictions != lesson.predictions  # dropout stays on while predicting
 
 
 # step 2, two processes -------------------------------------------------------------------
@@ -80,43 +81,43 @@ def test_step1_without_model_eval_trains_the_same_and_predicts_otherwise(lab_run
 @pytest.mark.step2
 def test_step2_on_two_processes_scores_each_share_apart(lab_runs):
     lesson = lab_runs(2)["lesson"]
-    assert lesson["processes"] == lesson["num_processes"] == 2 and lesson["alone"] == 0
-    assert lesson["weights_equal"]  # one model: DDP averaged the gradients
-    assert lesson["scored"] == [208, 208]  # what step 3 fixes: no gather
-    assert lesson["writes"] == 2
+    assert lesson.processes == lesson.num_processes == 2 and lesson.alone == 0
+    assert lesson.weights_equal  # one model: DDP averaged the gradients
+    assert lesson.scored == [208, 208]  # what step 3 fixes: no gather
+    assert lesson.writes == 2
 
 
 @pytest.mark.step2
 def test_step2_model_not_prepared_trains_two_models(lab_runs):
     lesson, run = lab_runs(2)["lesson"], lab_runs(2)["model_not_prepared"]
-    assert lesson["weights_equal"] and not run["weights_equal"]
-    assert run["alone"] == 0  # the processes did form a group; the model just never used it
+    assert lesson.weights_equal and not run.weights_equal
+    assert run.alone == 0  # the processes did form a group; the model just never used it
 
 
 @pytest.mark.step2
 def test_step2_loss_backward_is_the_same_here_and_not_with_accumulation(lab_runs):
     runs = lab_runs(2)
-    assert runs["loss_backward"]["losses"] == runs["lesson"]["losses"]
-    assert runs["loss_backward"]["predictions"] == runs["lesson"]["predictions"]
-    assert runs["loss_backward"]["grad_norm"] == runs["lesson"]["grad_norm"]
+    assert runs["loss_backward"].losses == runs["lesson"].losses
+    assert runs["loss_backward"].predictions == runs["lesson"].predictions
+    assert runs["loss_backward"].grad_norm == runs["lesson"].grad_norm
     lesson = runs["lesson, with ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2"]
     plain = runs["loss_backward, with ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2"]
     # accelerator.backward divides the loss by 2, loss.backward() does not: the gradients
     # at the first step (the same weights, the same batch) differ by exactly that factor, to
     # the float rounding of two backward passes (1e-6 relative)
-    assert plain["grad_norm"] == pytest.approx(2 * lesson["grad_norm"], rel=1e-6)
-    assert lesson["grad_norm"] == pytest.approx(runs["lesson"]["grad_norm"] / 2, rel=1e-6)
+    assert plain.grad_norm == pytest.approx(2 * lesson.grad_norm, rel=1e-6)
+    assert lesson.grad_norm == pytest.approx(runs["lesson"].grad_norm / 2, rel=1e-6)
 
 
 @pytest.mark.step2
 def test_step2_prepared_scheduler_steps_once_per_process(lab_runs):
     lesson, run = lab_runs(2)["lesson"], lab_runs(2)["scheduler_prepared"]
-    steps = len(lesson["learning_rates"])
+    steps = len(lesson.learning_rates)
     # two scheduler steps per optimizer step: the linear schedule over 30 steps reaches 0
     # after 15
-    assert run["learning_rates"][steps // 2:] == [0.0] * (steps - steps // 2)
-    assert min(lesson["learning_rates"]) > 0
-    assert run["losses"][:2] == lesson["losses"][:2] and run["losses"] != lesson["losses"]
+    assert run.learning_rates[steps // 2:] == [0.0] * (steps - steps // 2)
+    assert min(lesson.learning_rates) > 0
+    assert run.losses[:2] == lesson.losses[:2] and run.losses != lesson.losses
 
 
 # step 3, two processes -------------------------------------------------------------------
@@ -124,48 +125,48 @@ def test_step2_prepared_scheduler_steps_once_per_process(lab_runs):
 @pytest.mark.step3
 def test_step3_without_gather_each_process_scores_its_share(lab_runs):
     lesson, run = lab_runs(3)["lesson"], lab_runs(3)["no_gather"]
-    assert lesson["scored"] == [408, 408]
-    assert run["scored"] == [208, 208]  # 26 batches of 8 each, the duplicated tail included
-    assert run["losses"] == lesson["losses"]  # training is untouched
-    assert run["predictions"] != run["alone_predictions"]
+    assert lesson.scored == [408, 408]
+    assert run.scored == [208, 208]  # 26 batches of 8 each, the duplicated tail included
+    assert run.losses == lesson.losses  # training is untouched
+    assert run.predictions != run.alone_predictions
 
 
 @pytest.mark.step3
 def test_step3_without_the_cut_counts_the_duplicated_tail(lab_runs):
     lesson, run = lab_runs(3)["lesson"], lab_runs(3)["no_cut"]
-    assert run["scored"] == [416, 416] and len(run["predictions"]) == 416
-    assert run["predictions"][:408] == lesson["predictions"]
-    assert run["predictions"][408:] == lesson["predictions"][:8]  # the start, again
+    assert run.scored == [416, 416] and len(run.predictions) == 416
+    assert run.predictions[:408] == lesson.predictions
+    assert run.predictions[408:] == lesson.predictions[:8]  # the start, again
 
 
 @pytest.mark.step3
 def test_step3_every_process_printing_and_writing(lab_runs):
     lesson, run = lab_runs(3)["lesson"], lab_runs(3)["every_process_prints_and_writes"]
-    assert (lesson["writes"], lesson["printed"], lesson["bars"]) == (1, 1, 1)
-    assert (run["writes"], run["printed"], run["bars"]) == (2, 2, 2)
-    assert run["predictions"] == lesson["predictions"]
+    assert (lesson.writes, lesson.printed, lesson.bars) == (1, 1, 1)
+    assert (run.writes, run.printed, run.bars) == (2, 2, 2)
+    assert run.predictions == lesson.predictions
 
 
 @pytest.mark.step3
 def test_step3_with_the_labels_not_gathered_the_metric_refuses_after_training(lab_runs):
     lesson, run = lab_runs(3)["lesson"], lab_runs(3)["labels_not_gathered"]
-    assert "Mismatch in the number of predictions (408) and references (208)" in run["error"]
-    assert run["learning_rates"] == lesson["learning_rates"]  # it trained; the metric refused
+    assert "Mismatch in the number of predictions (408) and references (208)" in run.error
+    assert run.learning_rates == lesson.learning_rates  # it trained; the metric refused
 
 
 @pytest.mark.step3
 def test_step3_without_end_training_the_numbers_are_the_same_and_no_process_leaves(lab_runs):
     lesson, run = lab_runs(3)["lesson"], lab_runs(3)["no_end_training"]
-    assert lesson["left_group"] is True and run["left_group"] is False
-    for key in ("losses", "predictions", "accuracy", "f1", "scored", "writes"):
-        assert run[key] == lesson[key], key
+    assert lesson.left_group is True and run.left_group is False
+    for field in ("losses", "predictions", "accuracy", "f1", "scored", "writes"):
+        assert getattr(run, field) == getattr(lesson, field), field
 
 
 @pytest.mark.step3
 def test_step3_gather_for_metrics_is_identical(lab_runs):
     lesson, run = lab_runs(3)["lesson"], lab_runs(3)["gather_for_metrics"]
-    for key in ("losses", "predictions", "accuracy", "f1", "scored", "writes"):
-        assert run[key] == lesson[key], key
+    for field in ("losses", "predictions", "accuracy", "f1", "scored", "writes"):
+        assert getattr(run, field) == getattr(lesson, field), field
 
 
 # step 4, notebook_launcher on two processes, dropout off -----------------------------------
@@ -173,19 +174,19 @@ def test_step3_gather_for_metrics_is_identical(lab_runs):
 @pytest.mark.step4
 def test_step4_plain_accelerator_on_a_cpu_leaves_each_process_alone(lab_runs):
     lesson, run = lab_runs(4)["lesson"], lab_runs(4)["accelerator_without_cpu"]
-    assert lesson["alone"] == 0 and lesson["num_processes"] == 2
-    assert run["processes"] == 2 and run["alone"] == 2
-    assert run["distributed_type"] == "DistributedType.NO"
-    assert run["scored"] == [408, 408] and run["writes"] == 2
-    assert run["weights_equal"]  # the same training, done twice
+    assert lesson.alone == 0 and lesson.num_processes == 2
+    assert run.processes == 2 and run.alone == 2
+    assert run.distributed_type == "DistributedType.NO"
+    assert run.scored == [408, 408] and run.writes == 2
+    assert run.weights_equal  # the same training, done twice
 
 
 @pytest.mark.step4
 def test_step4_dynamic_padding_computes_the_same_function(lab_runs):
     lesson, run = lab_runs(4)["lesson"], lab_runs(4)["dynamic_padding"]
-    assert lesson["lengths"] == [128] and len(run["lengths"]) > 10
-    assert run["predictions"] == lesson["predictions"]
-    assert lab.close(run["losses"], lesson["losses"])  # to a relative 1e-4, explained in lab
+    assert lesson.lengths == [128] and len(run.lengths) > 10
+    assert run.predictions == lesson.predictions
+    assert lab.close(run.losses, lesson.losses)  # to a relative 1e-4, explained in lab
 
 
 @pytest.mark.step4
@@ -193,7 +194,7 @@ def test_step4_loss_item_at_every_step_is_the_same_on_a_cpu(lab_runs):
     lesson, run = lab_runs(4)["lesson"], lab_runs(4)["loss_item_every_step"]
     # the same floats: .item() and one .tolist() at the end read the same values; what it
     # costs on XLA is measured by the XLA lane (tests/test_xla.py)
-    assert run["losses"] == lesson["losses"] and run["predictions"] == lesson["predictions"]
+    assert run.losses == lesson.losses and run.predictions == lesson.predictions
 
 
 # the README's tables ---------------------------------------------------------------------

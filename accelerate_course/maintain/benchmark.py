@@ -25,10 +25,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from accelerate_course.steps import REPO
-
-from accelerate_course.maintain.baselines import baselines
 from accelerate_course import run_course
+from accelerate_course.maintain.baselines import baselines
+from accelerate_course.steps import REPO, TRAIN_PY
 
 
 
@@ -48,7 +47,7 @@ def run_notebook(out):
     import nbformat
     from nbclient import NotebookClient
 
-    notebook = nbformat.read(REPO / "step4_tpu_notebook" / "tpu_training.ipynb", as_version=4)
+    notebook = nbformat.read(TRAIN_PY[4].parent / "tpu_training.ipynb", as_version=4)
     os.environ["COURSE_ARGS"] = f"--output-dir {out}"
     start = time.perf_counter()
     NotebookClient(notebook, timeout=600, kernel_name="python3",

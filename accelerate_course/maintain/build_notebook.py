@@ -27,11 +27,11 @@ import tomllib
 import jupytext
 import nbformat
 
-from accelerate_course.steps import REPO
-from common import notebook_setup  # noqa: E402
-from common.tpu import tpu_chips  # noqa: E402
+from accelerate_course.steps import REPO, TRAIN_PY
+from common import notebook_setup
+from common.tpu import tpu_chips
 
-FOLDER = REPO / "step4_tpu_notebook"
+FOLDER = TRAIN_PY[4].parent
 TRAIN = FOLDER / "train.py"
 CELLS = FOLDER / "notebook_cells.py"
 NOTEBOOK = FOLDER / "tpu_training.ipynb"

@@ -21,6 +21,7 @@ import sys
 from importlib.metadata import distribution
 
 from accelerate_course.steps import REPO
+
 BUNDLE = REPO / "gpu-bundle"
 PINNED = ("transformers", "tokenizers", "datasets", "accelerate", "evaluate", "huggingface_hub",
           "safetensors", "tqdm")

@@ -32,10 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from accelerate_course.steps import REPO
 from common.embedded.trace import TRACE_FILE, describe, first_difference, load, processor
 from common.embedded.trace import same_processor, save
 
-from accelerate_course.steps import REPO
 DATA = REPO / "common" / "embedded" / "data"
 CHECKPOINT = REPO / "common" / "embedded" / "checkpoint"
 ENV = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9", TOKENIZERS_PARALLELISM="false")
