@@ -40,6 +40,7 @@ def fixed(tmp_path_factory, checkpoint_without_dropout):
     return xla_run(tmp_path_factory.mktemp("fixed"), "run", "--checkpoint", checkpoint_without_dropout)
 
 
+@pytest.mark.runs
 def test_step4_trains_on_an_xla_device_through_the_tpu_branch(fixed):
     report, metrics, result = fixed
     assert report["distributed_type"] == "DistributedType.XLA"
@@ -48,6 +49,7 @@ def test_step4_trains_on_an_xla_device_through_the_tpu_branch(fixed):
     assert metrics["eval_samples"] == 408 and len(metrics["train_losses"]) == 16
 
 
+@pytest.mark.runs
 def test_fixed_shapes_stop_compiling_after_the_first_steps(fixed, tmp_path, checkpoint_without_dropout):
     fixed_counts = fixed[0]["compiles_after_each_step"]
     dynamic = xla_run(tmp_path, "dynamic", "--checkpoint", checkpoint_without_dropout, "--dynamic-padding")[0]
@@ -63,6 +65,7 @@ def test_fixed_shapes_stop_compiling_after_the_first_steps(fixed, tmp_path, chec
     assert dynamic["compiles_at_the_end"] > 2 * fixed[0]["compiles_at_the_end"]
 
 
+@pytest.mark.runs
 def test_loss_item_at_every_step_compiles_one_more_graph(fixed, tmp_path, checkpoint_without_dropout):
     # the what-if variant loss_item_every_step: step 3's train_losses.append(loss.item())
     # instead of keeping the losses on the device; .item() executes the graph up to the loss
@@ -78,6 +81,7 @@ def test_loss_item_at_every_step_compiles_one_more_graph(fixed, tmp_path, checkp
     assert item_counts[-1] > fixed_counts[-1]
 
 
+@pytest.mark.runs
 def test_a_full_run_on_xla_learns_like_the_same_run_on_plain_cpu(tmp_path):
     # the default run (3 epochs, 1,377 steps), once on the XLA device through the TPU branch
     # and once on the plain CPU (Accelerate ignores torch_xla with USE_TORCH_XLA=0)
@@ -117,6 +121,7 @@ def test_torch_xla_counts_the_same_chips(tmp_path, monkeypatch):
         assert tpu.num_available_chips() == len(tpu_chips(root)), name
 
 
+@pytest.mark.runs
 def test_two_threads_of_one_process_each_prepare_their_own_model(tmp_path):
     # TPU v2 and v3: a process per chip and a thread per core (torch_xla's PJRT,
     # _run_thread_per_device); here one process with CPU_NUM_DEVICES=2 runs two threads, one
@@ -148,6 +153,7 @@ def test_two_threads_of_one_process_each_prepare_their_own_model(tmp_path):
     assert step4[0]["weights_sum"] == step4[1]["weights_sum"]
 
 
+@pytest.mark.runs
 def test_two_threads_cannot_all_reduce_on_the_cpu_backend(tmp_path):
     # why the lane trains on one device: on torch_xla's CPU backend, the first collective
     # between the two threads of one process never completes (each thread compiles its own
@@ -167,6 +173,7 @@ def test_two_threads_cannot_all_reduce_on_the_cpu_backend(tmp_path):
     assert "Expected 2 threads to join the rendezvous, but only 1 of them arrived" in result.stderr
 
 
+@pytest.mark.runs
 def test_step4_seeds_the_dropout_of_each_xla_device(tmp_path):
     # dropout on an XLA device draws from that device's generator, which main()'s set_seed
     # (transformers': Python, NumPy, torch's CPU and CUDA) does not reach: step 4 seeds it in
