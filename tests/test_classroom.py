@@ -44,6 +44,7 @@ def grade(tmp_path, student_repo, name):
     return result
 
 
+@pytest.mark.runs
 def test_the_classroom_recipe_grades_a_pushed_solution_and_fails_the_untouched_exercise(tmp_path):
     # the teacher: the course's repository, tagged; the student's repository made from it
     git("clone", "--quiet", "--bare", str(REPO), str(tmp_path / "teacher.git"), cwd=tmp_path)
