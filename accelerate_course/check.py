@@ -240,11 +240,12 @@ def one_process_runs(candidates, folder, time_limit=900):
 
 
 def runs_for(step, candidates, folder, measured=None, step3_reference=None, one=None,
-             time_limit=900, unseen=True):
+             time_limit=900, unseen=None):
     """Run what grading `candidates` ({name: path}) needs for a step, all in as few launches as
     possible; return {mode: {name: measurement}}. Runs already made are not made again:
     `measured`, the what-if lab's of the step (same flags); `one`, one_process_runs(...);
-    step3_reference, step 4's reference (step 3 on 2 processes with dropout off)."""
+    step3_reference, step 4's reference (step 3 on 2 processes with dropout off); `unseen`,
+    step 3's runs in the setting no exercise shows (2 machines, UNSEEN_FLAGS)."""
     folder = Path(folder)
     runs = {}
     if step == 2:
@@ -260,9 +261,8 @@ def runs_for(step, candidates, folder, measured=None, step3_reference=None, one=
         runs["two"] = measured or {
             **lab.run_scripts(3, candidates, folder / "yours", time_limit=time_limit),
             **lab.run_scripts(3, {"lesson": STEP_FILE[3]}, folder / "two", time_limit=time_limit)}
-        if unseen:
-            runs["unseen"] = lab.run_on_two_machines(3, candidates, folder / "unseen",
-                                                     UNSEEN_FLAGS, time_limit)
+        runs["unseen"] = unseen or lab.run_on_two_machines(3, candidates, folder / "unseen",
+                                                           UNSEEN_FLAGS, time_limit)
     else:
         flags = lab.step4_flags(folder)
         runs["step3"] = {"lesson": step3_reference} if step3_reference else \

@@ -17,8 +17,10 @@ Per step (StepRuns), in order of what each property launches:
   with dropout off) when step 4's checks read runs too;
 - one: the one-process launch (step 1, step 2, step 3, and step 2's variants and exercise when
   step 2's checks read them), which grading steps 1-3 compares with;
-- runs: what grading needs besides (check.runs_for), and for step 3 the setting no exercise
-  shows (2 machines, evaluation batches of 5) for the runs named in `unseen`;
+- two_machines (step 3): the setting no exercise shows (2 machines of 1 process, evaluation
+  batches of 5) for the runs named in `unseen`, with whatever the caller adds to that launch
+  (`on_two_machines`: in the tests, the README's command as 2 machines started by srun);
+- runs: what grading needs besides (check.runs_for);
 - graded: check.grade of the lesson and of every other script.
 """
 
@@ -32,13 +34,17 @@ class StepRuns:
     """The lab's runs of one step (see the module's docstring), each launch made when first read."""
 
     def __init__(self, step, folder, extra=None, unseen=(), step3_reference=None,
-                 selected=(1, 2, 3, 4)):
+                 selected=(1, 2, 3, 4), on_two_machines=None, machine_env=None):
         """extra: {name: script, or (script, env, flags)} run in the step's lab launch beside
-        its variants; unseen: the names graded again in step 3's unseen setting;
-        step3_reference: a callable giving step 4's reference run, or None (then grading
-        step 4 runs it alone); selected: the steps whose checks read runs in this session (a
-        run that only another step's checks read is made only when they do)."""
+        its variants; unseen: the names graded again in step 3's unseen setting (none: grading
+        then runs every script there); step3_reference: a callable giving step 4's reference
+        run, or None (then grading step 4 runs it alone); selected: the steps whose checks
+        read runs in this session (a run that only another step's checks read is made only
+        when they do); on_two_machines: {name: (script, env, flags)} run in step 3's
+        two-machine launch besides; machine_env(rank): what else each machine's launcher
+        sees there (a cluster's variables), as lab.run_on_two_machines takes it."""
         self.step, self.folder, self.unseen = step, folder, list(unseen)
+        self.on_two_machines, self.machine_env = on_two_machines or {}, machine_env
         self.step3_reference, self.selected = step3_reference, selected
         self.extra = {}
         if step > 1:
@@ -78,16 +84,23 @@ class StepRuns:
         return check.one_process_runs({**candidates, "step3": TRAIN_PY[3]}, self.folder)
 
     @functools.cached_property
+    def two_machines(self):
+        """Step 3 on 2 machines of 1 process each, in one launch: the scripts named in
+        `unseen` with the grader's flags for it (check.UNSEEN_FLAGS), and `on_two_machines`
+        with their own; {name: lab.measure(...)}, each run's folder in folder/two_machines."""
+        scripts = {name: self.scripts.get(name, TRAIN_PY[3]) for name in self.unseen}
+        return lab.run_on_two_machines(3, {**scripts, **self.on_two_machines},
+                                       self.folder / "two_machines", check.UNSEEN_FLAGS,
+                                       machine_env=self.machine_env)
+
+    @functools.cached_property
     def runs(self):
-        """Everything grading reads: check.runs_for, and step 3's unseen setting."""
-        runs = check.runs_for(self.step, self.scripts, self.folder, measured=self.measured,
+        """Everything grading reads (check.runs_for), with the runs made already."""
+        unseen = {name: self.two_machines[name] for name in self.unseen} \
+            if self.step == 3 and self.unseen else None
+        return check.runs_for(self.step, self.scripts, self.folder, measured=self.measured,
                               step3_reference=self.step3_reference and self.step3_reference(),
-                              one=self.one if self.step == 2 else None, unseen=False)
-        if self.step == 3 and self.unseen:
-            runs["unseen"] = lab.run_on_two_machines(
-                3, {name: self.scripts.get(name, TRAIN_PY[3]) for name in self.unseen},
-                self.folder / "unseen", check.UNSEEN_FLAGS)
-        return runs
+                              one=self.one if self.step == 2 else None, unseen=unseen)
 
     @functools.cached_property
     def graded(self):
@@ -100,13 +113,16 @@ class StepRuns:
 
 class SharedRuns:
     """runs(step) -> that step's StepRuns, made once. folder_for(step) gives a fresh folder;
-    extra_for(step, folder) the caller's extra scripts of a step's lab launch; unseen_for(step)
-    the names graded again in the unseen setting."""
+    extra_for(step, folder) the caller's extra scripts of a step's lab launch; unseen, the
+    names graded again in step 3's unseen setting; on_two_machines and machine_env, what step
+    3's two-machine launch runs besides and what its launchers see (see StepRuns)."""
 
-    def __init__(self, folder_for, selected=(1, 2, 3, 4), extra_for=None, unseen_for=None):
+    def __init__(self, folder_for, selected=(1, 2, 3, 4), extra_for=None, unseen=(),
+                 on_two_machines=None, machine_env=None):
         self.folder_for, self.selected = folder_for, selected
         self.extra_for = extra_for or (lambda step, folder: {})
-        self.unseen_for = unseen_for or (lambda step: ())
+        self.step3_two_machines = dict(unseen=unseen, on_two_machines=on_two_machines,
+                                       machine_env=machine_env)
         self.made = {}
 
     def step3_reference(self):
@@ -118,6 +134,7 @@ class SharedRuns:
         if step not in self.made:
             folder = self.folder_for(step)
             self.made[step] = StepRuns(step, folder, self.extra_for(step, folder),
-                                       self.unseen_for(step),
-                                       self.step3_reference if step == 4 else None, self.selected)
+                                       step3_reference=self.step3_reference if step == 4 else None,
+                                       selected=self.selected,
+                                       **(self.step3_two_machines if step == 3 else {}))
         return self.made[step]

@@ -80,6 +80,9 @@ def checkpoint_without_dropout(tmp_path_factory):
 # and an equivalent solution (gather_for_metrics), which must pass, and the two cheats only
 # that setting catches
 UNSEEN_RUNS = ["lesson", "gather_for_metrics", "hardcoded_cut", "local_main_writes"]
+# in the same two-machine launch, each launcher started as SLURM's srun starts it
+# (slurm_task): step 3 with the README's flags, the reference of the other launches
+README_COMMAND = "readme command"
 
 
 def step3_extras(step, folder):
@@ -106,8 +109,8 @@ def lab_runs(tmp_path_factory, request):
     """lab_runs(step) -> that step's runs (accelerate_course/lab_runs.py), made once per
     session, each launch when a test first reads it."""
     return SharedRuns(lambda step: tmp_path_factory.mktemp(f"lab_step{step}"),
-                      selected_steps(request.session), step3_extras,
-                      lambda step: UNSEEN_RUNS if step == 3 else ())
+                      selected_steps(request.session), step3_extras, UNSEEN_RUNS,
+                      {README_COMMAND: (STEPS[3], {}, lab.SHORT_RUN)}, slurm_task)
 
 
 # the fixtures whose values are real runs: a test that reads one is a run test
@@ -151,13 +154,13 @@ def slurm_task(rank):
 
 
 @pytest.fixture(scope="session")
-def two_machines(tmp_path_factory):
+def two_machines(lab_runs):
     """Step 3 as 2 machines of 1 process each on 127.0.0.1, with the README's accelerate
-    launch command (ACCELERATE_USE_CPU=1), each launcher started as SLURM's srun starts it:
-    (its measurement, its run folder)."""
-    folder = tmp_path_factory.mktemp("two_machines")
-    return lab.run_on_two_machines(3, {"lesson": STEPS[3]}, folder,
-                                   machine_env=slurm_task)["lesson"], folder
+    launch command (ACCELERATE_USE_CPU=1) and flags, each launcher started as SLURM's srun
+    starts it: (its measurement, its run folder). It shares its launch with the grader's
+    unseen setting (lab_runs(3).two_machines)."""
+    runs = lab_runs(3)
+    return runs.two_machines[README_COMMAND], runs.folder / "two_machines" / README_COMMAND
 
 
 @pytest.fixture(scope="session")

@@ -101,7 +101,7 @@ def test_gather_and_truncate_over_a_grid_of_sizes(lab_runs, three_processes, n):
 def test_two_machines_on_loopback_equal_one_machine_with_two_processes(lab_runs, two_machines):
     one_machine = lab_runs(3)["lesson"]
     run, folder = two_machines
-    check_inside(folder / "lesson", 2)
+    check_inside(folder, 2)
     assert run.num_processes == 2 and run.gathered == 416
     assert run.predictions == one_machine.predictions
     assert (run.accuracy, run.f1) == (one_machine.accuracy, one_machine.f1)
