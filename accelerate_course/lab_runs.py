@@ -16,7 +16,8 @@ Per step (StepRuns), in order of what each property launches:
   mistakes a grader must fail, in the tests), and for step 3, step 4's reference (step 3
   with dropout off) when step 4's checks read runs too;
 - one: the one-process launch (step 1, step 2, step 3, and step 2's variants and exercise when
-  step 2's checks read them), which grading steps 1-3 compares with;
+  step 2's checks read them, and whatever the caller adds: `on_one_process`), which grading
+  steps 1-3 compares with;
 - two_machines (step 3): the setting no exercise shows (2 machines of 1 process, evaluation
   batches of 5) for the runs named in `unseen`, with whatever the caller adds to that launch
   (`on_two_machines`: in the tests, the README's command as 2 machines started by srun);
@@ -34,16 +35,20 @@ class StepRuns:
     """The lab's runs of one step (see the module's docstring), each launch made when first read."""
 
     def __init__(self, step, folder, extra=None, unseen=(), step3_reference=None,
-                 selected=(1, 2, 3, 4), on_two_machines=None, machine_env=None):
+                 selected=(1, 2, 3, 4), on_one_process=None, on_two_machines=None,
+                 machine_env=None):
         """extra: {name: script, or (script, env, flags)} run in the step's lab launch beside
         its variants; unseen: the names graded again in step 3's unseen setting (none: grading
         then runs every script there); step3_reference: a callable giving step 4's reference
         run, or None (then grading step 4 runs it alone); selected: the steps whose checks
         read runs in this session (a run that only another step's checks read is made only
-        when they do); on_two_machines: {name: (script, env, flags)} run in step 3's
-        two-machine launch besides; machine_env(rank): what else each machine's launcher
+        when they do); on_one_process: {name: (script, env, flags)} run last in the
+        one-process launch (last: a run's process-wide settings cannot reach the others);
+        on_two_machines: {name: (script, env, flags)} run in step 3's two-machine launch
+        besides; machine_env(rank): what else each machine's launcher
         sees there (a cluster's variables), as lab.run_on_two_machines takes it."""
         self.step, self.folder, self.unseen = step, folder, list(unseen)
+        self.on_one_process = on_one_process or {}
         self.on_two_machines, self.machine_env = on_two_machines or {}, machine_env
         self.step3_reference, self.selected = step3_reference, selected
         self.extra = {}
@@ -81,7 +86,8 @@ class StepRuns:
         """The one-process launch: step 1, step 2, step 3, and step 2's variants and exercise
         when step 2's checks read runs in this session."""
         candidates = self.scripts if 2 in self.selected else {}
-        return check.one_process_runs({**candidates, "step3": TRAIN_PY[3]}, self.folder)
+        return check.one_process_runs({**candidates, "step3": TRAIN_PY[3], **self.on_one_process},
+                                      self.folder)
 
     @functools.cached_property
     def two_machines(self):
@@ -113,14 +119,16 @@ class StepRuns:
 
 class SharedRuns:
     """runs(step) -> that step's StepRuns, made once. folder_for(step) gives a fresh folder;
-    extra_for(step, folder) the caller's extra scripts of a step's lab launch; unseen, the
-    names graded again in step 3's unseen setting; on_two_machines and machine_env, what step
-    3's two-machine launch runs besides and what its launchers see (see StepRuns)."""
+    extra_for(step, folder) the caller's extra scripts of a step's lab launch; on_one_process,
+    what step 2's one-process launch runs besides; unseen, the names graded again in step 3's
+    unseen setting; on_two_machines and machine_env, what step 3's two-machine launch runs
+    besides and what its launchers see (see StepRuns)."""
 
-    def __init__(self, folder_for, selected=(1, 2, 3, 4), extra_for=None, unseen=(),
-                 on_two_machines=None, machine_env=None):
+    def __init__(self, folder_for, selected=(1, 2, 3, 4), extra_for=None, on_one_process=None,
+                 unseen=(), on_two_machines=None, machine_env=None):
         self.folder_for, self.selected = folder_for, selected
         self.extra_for = extra_for or (lambda step, folder: {})
+        self.on_one_process = on_one_process
         self.step3_two_machines = dict(unseen=unseen, on_two_machines=on_two_machines,
                                        machine_env=machine_env)
         self.made = {}
@@ -136,5 +144,6 @@ class SharedRuns:
             self.made[step] = StepRuns(step, folder, self.extra_for(step, folder),
                                        step3_reference=self.step3_reference if step == 4 else None,
                                        selected=self.selected,
+                                       on_one_process=self.on_one_process if step == 2 else None,
                                        **(self.step3_two_machines if step == 3 else {}))
         return self.made[step]

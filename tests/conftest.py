@@ -80,6 +80,9 @@ def checkpoint_without_dropout(tmp_path_factory):
 # and an equivalent solution (gather_for_metrics), which must pass, and the two cheats only
 # that setting catches
 UNSEEN_RUNS = ["lesson", "gather_for_metrics", "hardcoded_cut", "local_main_writes"]
+# run last in step 2's one-process launch (lab_runs(2).one), one thread as the others there:
+# step 1 with deterministic kernels only, which make course asks for on a CUDA GPU
+DETERMINISTIC = "step1 --deterministic"
 # in the same two-machine launch, each launcher started as SLURM's srun starts it
 # (slurm_task): step 3 with the README's flags, the reference of the other launches
 README_COMMAND = "readme command"
@@ -109,7 +112,9 @@ def lab_runs(tmp_path_factory, request):
     """lab_runs(step) -> that step's runs (accelerate_course/lab_runs.py), made once per
     session, each launch when a test first reads it."""
     return SharedRuns(lambda step: tmp_path_factory.mktemp(f"lab_step{step}"),
-                      selected_steps(request.session), step3_extras, UNSEEN_RUNS,
+                      selected_steps(request.session), step3_extras,
+                      {DETERMINISTIC: (STEPS[1], {}, [*lab.SHORT_RUN, "--deterministic"])},
+                      UNSEEN_RUNS,
                       {README_COMMAND: (STEPS[3], {}, lab.SHORT_RUN)}, slurm_task)
 
 
