@@ -5,6 +5,7 @@ session for the comparison tests of each step, the what-if tests and the grader'
 import json
 import multiprocessing.process
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,33 @@ from accelerate_course.lab_runs import SharedRuns
 from accelerate_course.steps import TRAIN_PY
 
 STEPS = TRAIN_PY  # {step: its train.py}, from accelerate_course/steps.py
+
+
+def port_is_taken(port):
+    """Return whether something on this machine holds the TCP port (it cannot be bound)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("", port))
+        except OSError:
+            return True
+    return False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def port_29500_taken():
+    """Hold port 29500 for the whole session, as another user's launch holds it on a shared
+    server: it is the default port of accelerate launch, torchrun and notebook_launcher, and
+    every launch the tests make (the lab's, the grader's, the steps' own) must run without
+    it. If something else holds it already, so much the better."""
+    holder = socket.socket()
+    try:
+        holder.bind(("", 29500))
+        holder.listen()
+    except OSError:
+        pass  # held by someone else
+    assert port_is_taken(29500)
+    yield
+    holder.close()
 
 
 def offline_env(**extra):

@@ -1,17 +1,16 @@
 """A class's machine as it is: an `accelerate config` file in the student's Hugging Face cache
 (Accelerate's docs tell everyone to run `accelerate config`), and port 29500 held by another
-user. The course's launches, as the README prints them, run the same and give the same numbers.
+user (for the whole test session: conftest.port_29500_taken). The course's launches, as the
+README prints them, run the same and give the same numbers.
 """
 
-import json
-import socket
 import subprocess
 import sys
 
 import pytest
 
 from accelerate_course import lab
-from conftest import REPO, STEPS, offline_env, read_metrics
+from conftest import REPO, STEPS, offline_env, port_is_taken, read_metrics
 
 # what a student's `accelerate config` may have written: FSDP, debug mode, bf16, 4 processes
 HOSTILE_CONFIG = """\
@@ -42,20 +41,13 @@ print("probe", os.environ.get("ACCELERATE_USE_FSDP"), os.environ.get("ACCELERATE
 
 @pytest.fixture(scope="module")
 def crowded(tmp_path_factory):
-    """The environment of a crowded machine: HF_HOME holds the hostile default config, and a
-    socket listens on 29500 while the module's tests run (if something else holds it
-    already, so much the better)."""
+    """The environment of a crowded machine: HF_HOME holds the hostile default config (and
+    29500 is held: conftest.port_29500_taken)."""
     home = tmp_path_factory.mktemp("hf_home")
     (home / "accelerate").mkdir()
     (home / "accelerate" / "default_config.yaml").write_text(HOSTILE_CONFIG)
-    holder = socket.socket()
-    try:
-        holder.bind(("", 29500))
-        holder.listen()
-    except OSError:
-        pass  # held by someone else
-    yield {"HF_HOME": str(home)}
-    holder.close()
+    assert port_is_taken(29500)
+    return {"HF_HOME": str(home)}
 
 
 def launch(words, tmp_path, timeout=600, **env):
@@ -107,15 +99,17 @@ def test_step3_readme_command_is_the_same_run_on_a_crowded_machine(tmp_path, cro
 
 
 @pytest.mark.step4
-@pytest.mark.runs
-def test_step4_runs_while_29500_is_held(tmp_path, crowded):
-    # notebook_launcher's default port is 29500; step 4 passes it a free one
-    said = launch([sys.executable, STEPS[4], "--num-processes", "2", *lab.SHORT_RUN,
-                   "--output-dir", tmp_path], tmp_path, OMP_NUM_THREADS="1", **crowded)
-    assert "Num processes: 2" in said
-    run = json.loads((tmp_path / "metrics.json").read_text())
-    assert run["num_processes"] == 2 and run["eval_gathered"] == 416
-    assert len(run["predictions"]) == 408
+def test_step4_runs_while_29500_is_held(lab_runs):
+    # notebook_launcher's default port is 29500, held during the whole session; step 4
+    # passes it a free one: the lab's run of step 4 (python step4_tpu_notebook/train.py
+    # --num-processes 2) joined its two processes
+    assert port_is_taken(29500)
+    runs = lab_runs(4)
+    run = runs["lesson"]
+    assert run.error is None
+    assert "Num processes: 2" in (runs.folder / "runs" / "lesson" / "rank0.out").read_text()
+    assert run.num_processes == 2 and run.gathered == 416
+    assert len(run.predictions) == 408
 
 
 def test_a_mac_with_apple_silicon_gets_a_plan_that_says_mps():
