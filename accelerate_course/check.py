@@ -326,7 +326,8 @@ def before_launch(path):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m accelerate_course.check",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("step", type=int, choices=[2, 3, 4])
     parser.add_argument("file", type=Path)
     parser.add_argument("--time-limit", type=int, default=TIME_LIMIT, metavar="SECONDS",

@@ -97,7 +97,8 @@ def exercise(step):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m accelerate_course.exercise",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("step", type=int, choices=[2, 3, 4])
     parser.add_argument("--print", action="store_true", help="print it instead of writing it")
     parser.add_argument("--force", action="store_true", help="overwrite an existing exercise")

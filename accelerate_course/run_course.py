@@ -299,7 +299,8 @@ def refuse_windows():
 
 
 def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m accelerate_course.run_course",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, nargs="+", choices=sorted(FOLDERS),
                         default=sorted(FOLDERS), help="which steps to run (default: all)")
     parser.add_argument("--launcher", choices=["accelerate", "torchrun"], default="accelerate",

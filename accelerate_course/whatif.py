@@ -83,7 +83,8 @@ def plain_text(step, rows, width=100):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m accelerate_course.whatif",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--step", type=int, nargs="+", choices=[1, 2, 3, 4], default=[1, 2, 3, 4])
     parser.add_argument("--output-dir", help="keep every run's reports here (default: a "
                                              "temporary folder)")

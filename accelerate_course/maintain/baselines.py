@@ -49,7 +49,8 @@ def baselines(raw):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m accelerate_course.maintain.baselines",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="embedded")
     args = parser.parse_args()
     result = baselines(load_mrpc(args.dataset))

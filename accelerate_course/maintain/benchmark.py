@@ -63,7 +63,8 @@ def table(rows):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m accelerate_course.maintain.benchmark",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--with-tests", action="store_true")
     parser.add_argument("--output-dir", default="outputs/benchmark")

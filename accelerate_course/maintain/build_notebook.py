@@ -194,7 +194,8 @@ def as_text(notebook):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m accelerate_course.maintain.build_notebook",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--no-run", action="store_true", help="write it without outputs")
     parser.add_argument("--output-dir", default="outputs/notebook")

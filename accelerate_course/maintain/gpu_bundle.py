@@ -10,7 +10,7 @@ and the large libraries a GPU image carries anyway (numpy, pandas, pyarrow, the 
 libraries), into gpu-bundle/wheels, and writes gpu-bundle/install.sh. On the GPU machine:
 
     bash gpu-bundle/install.sh       # the pins into gpu-bundle/site, beside the image's torch
-    PYTHONPATH=gpu-bundle/site:. python3 accelerate_course/maintain/gpu_check.py --write docs/gpu.md
+    PYTHONPATH=gpu-bundle/site:. python3 -m accelerate_course.maintain.gpu_check --write docs/gpu.md
 """
 
 import argparse
@@ -48,7 +48,8 @@ def closure(names):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m accelerate_course.maintain.gpu_bundle",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--python-version", default="3.12")
     parser.add_argument("--platform", default="manylinux_2_28_x86_64")
     args = parser.parse_args()

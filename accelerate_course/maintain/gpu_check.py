@@ -59,7 +59,8 @@ def device_of(output):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m accelerate_course.maintain.gpu_check",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", default="outputs/gpu-check")
     parser.add_argument("--write", help="a page to write the table into (between its markers)")
     parser.add_argument("--rehearse", action="store_true",

@@ -133,7 +133,8 @@ def short_builds(folder, data):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m accelerate_course.maintain.verify_embedded",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--record", action="store_true",
                         help="add this processor to the committed trace's list when it "
                              "rebuilds the same bytes")
