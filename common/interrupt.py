@@ -1,16 +1,20 @@
-"""A run stopped by Ctrl-C or by SIGTERM, or one of whose processes lost another, says so in
-one line, writes nothing, and exits.
+"""A run stopped by Ctrl-C or by SIGTERM, or one of whose processes lost another, or whose
+port another program holds, says so in one line, writes nothing, and exits.
 
 Without this, Ctrl-C prints a traceback from wherever training happened to be, and SIGTERM
 (what `kill`, a job scheduler or a notebook's "interrupt" sends) ends the process without a
 word. A process of a multi-machine run whose peer went away (its machine stopped, its job
 was cancelled) gets the backend's error at its next collective: measured here with gloo on
 two "machines" on loopback, within seconds, as a page of traceback ending in "Connection
-reset by peer". Nothing else is needed to lose nothing: metrics.json is written only at the
+reset by peer". A launch whose port is taken (step 4's --port, on a shared server where
+another user's run holds it) gets torch's store error, "The server socket has failed to
+listen on any local network address. port: 29500, ... name: EADDRINUSE". Nothing else is
+needed to lose nothing: metrics.json is written only at the
 very end, and whole or not at all (common/output.py).
 """
 
 import os
+import re
 import signal
 import sys
 
@@ -36,9 +40,20 @@ def lost_a_peer(value):
     return line.split("] ", 1)[-1].split(". ")[0]
 
 
+def port_taken(value):
+    """Return the port if the error says that the run could not listen on its port because
+    another program holds it (torch.distributed's store, EADDRINUSE), else None."""
+    import torch.distributed as dist
+    text = str(value)
+    if not (isinstance(value, getattr(dist, "DistNetworkError", ())) and "EADDRINUSE" in text):
+        return None
+    port = re.search(r"port: (\d+)", text)
+    return port.group(1) if port else "?"
+
+
 def report_stops():
-    """From now on in this process: SIGTERM raises Stopped; an error that says another process
-    of the run went away prints one line and exits with 1; and a stop that reaches the top
+    """From now on in this process: SIGTERM raises Stopped; an error that says the run's port is
+    taken, or that another process of the run went away, prints one line and exits with 1; and a stop that reaches the top
     prints one line (on one process of a launch: the one of rank 0) and exits with 128 + the
     signal's number, as a shell reports a process killed by it (130 for Ctrl-C, 143 for
     SIGTERM)."""
@@ -49,6 +64,13 @@ def report_stops():
         # torch.distributed.elastic raises SignalException in a process that launched others
         # (notebook_launcher's), after it has stopped them
         launcher_stopped = kind.__name__ == "SignalException" and hasattr(value, "sigval")
+        port = port_taken(value)
+        if port:
+            print(f"\nerror: port {port} is taken on this machine (another run, or another "
+                  "user's, listens on it); run again with --port 0 to use a free port",
+                  file=sys.__stderr__, flush=True)
+            sys.stdout.flush()
+            os._exit(1)
         reason = lost_a_peer(value)
         if reason:
             rank, size = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")

@@ -23,7 +23,7 @@ import pytest
 from common.launch import free_port
 
 from accelerate_course import lab
-from conftest import REPO, STEPS, offline_env, run_command, slurm_task
+from conftest import REPO, STEPS, offline_env, run_command, run_step, slurm_task
 from accelerate_course.run_course import accelerate_launch, plan
 
 VALIDATION_SIZE = 408
@@ -236,6 +236,26 @@ def test_sigterm_on_notebook_launcher_stops_its_processes_and_says_so(tmp_path):
     assert output.count("stopped by SIGTERM before the end of the run: no metrics were written") == 1
     assert "Traceback" not in output
     assert not (tmp_path / "metrics.json").exists() and left == []
+
+
+@pytest.mark.runs
+def test_step4_on_a_port_another_program_holds_is_refused_in_one_line(tmp_path):
+    # a student's --port that another run (or another user's) listens on: torch's store
+    # cannot listen there; the step says which port and how to get a free one
+    import socket
+    with socket.socket() as holder:
+        holder.bind(("", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = run_step(4, tmp_path, "--num-processes", "2", "--max-train-steps", "2",
+                          "--port", str(port))
+    output = result.stdout + result.stderr
+    assert result.returncode == 1
+    assert one_error_line(output) == (f"error: port {port} is taken on this machine (another "
+                                      "run, or another user's, listens on it); run again with "
+                                      "--port 0 to use a free port")
+    assert "Traceback" not in output and "lost another process" not in output
+    assert not (tmp_path / "metrics.json").exists()
 
 
 # step 4's own launch: notebook_launcher, on machines that are not this one (simulated) -----
