@@ -45,8 +45,8 @@ class StepRuns:
         when they do); on_one_process: {name: (script, env, flags)} run last in the
         one-process launch (last: a run's process-wide settings cannot reach the others);
         on_two_machines: {name: (script, env, flags)} run in step 3's two-machine launch
-        besides; machine_env(rank): what else each machine's launcher
-        sees there (a cluster's variables), as lab.run_on_two_machines takes it."""
+        besides; machine_env(rank): what else each machine's launcher sees there (a
+        cluster's variables), as lab.run_on_two_machines takes it."""
         self.step, self.folder, self.unseen = step, folder, list(unseen)
         self.on_one_process = on_one_process or {}
         self.on_two_machines, self.machine_env = on_two_machines or {}, machine_env
@@ -83,8 +83,8 @@ class StepRuns:
 
     @functools.cached_property
     def one(self):
-        """The one-process launch: step 1, step 2, step 3, and step 2's variants and exercise
-        when step 2's checks read runs in this session."""
+        """The one-process launch: step 1, step 2, step 3, step 2's variants and exercise
+        when step 2's checks read runs in this session, and last `on_one_process`."""
         candidates = self.scripts if 2 in self.selected else {}
         return check.one_process_runs({**candidates, "step3": TRAIN_PY[3], **self.on_one_process},
                                       self.folder)

@@ -139,11 +139,12 @@ def selected_steps(session):
 def lab_runs(tmp_path_factory, request):
     """lab_runs(step) -> that step's runs (accelerate_course/lab_runs.py), made once per
     session, each launch when a test first reads it."""
-    return SharedRuns(lambda step: tmp_path_factory.mktemp(f"lab_step{step}"),
-                      selected_steps(request.session), step3_extras,
-                      {DETERMINISTIC: (STEPS[1], {}, [*lab.SHORT_RUN, "--deterministic"])},
-                      UNSEEN_RUNS,
-                      {README_COMMAND: (STEPS[3], {}, lab.SHORT_RUN)}, slurm_task)
+    return SharedRuns(
+        lambda step: tmp_path_factory.mktemp(f"lab_step{step}"), selected_steps(request.session),
+        extra_for=step3_extras,
+        on_one_process={DETERMINISTIC: (STEPS[1], {}, [*lab.SHORT_RUN, "--deterministic"])},
+        unseen=UNSEEN_RUNS, on_two_machines={README_COMMAND: (STEPS[3], {}, lab.SHORT_RUN)},
+        machine_env=slurm_task)
 
 
 # the fixtures whose values are real runs: a test that reads one is a run test
