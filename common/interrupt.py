@@ -9,8 +9,8 @@ two "machines" on loopback, within seconds, as a page of traceback ending in "Co
 reset by peer". A launch whose port is taken (step 4's --port, on a shared server where
 another user's run holds it) gets torch's store error, "The server socket has failed to
 listen on any local network address. port: 29500, ... name: EADDRINUSE". Nothing else is
-needed to lose nothing: metrics.json is written only at the
-very end, and whole or not at all (common/output.py).
+needed to lose nothing: metrics.json is written only at the very end, and whole or not at
+all (common/output.py).
 """
 
 import os
@@ -53,10 +53,10 @@ def port_taken(value):
 
 def report_stops():
     """From now on in this process: SIGTERM raises Stopped; an error that says the run's port is
-    taken, or that another process of the run went away, prints one line and exits with 1; and a stop that reaches the top
-    prints one line (on one process of a launch: the one of rank 0) and exits with 128 + the
-    signal's number, as a shell reports a process killed by it (130 for Ctrl-C, 143 for
-    SIGTERM)."""
+    taken, or that another process of the run went away, prints one line and exits with 1;
+    and a stop that reaches the top prints one line (on one process of a launch: the one of
+    rank 0) and exits with 128 + the signal's number, as a shell reports a process killed by
+    it (130 for Ctrl-C, 143 for SIGTERM)."""
     signal.signal(signal.SIGTERM, raise_stopped)
     previous_hook = sys.excepthook
 
@@ -64,19 +64,17 @@ def report_stops():
         # torch.distributed.elastic raises SignalException in a process that launched others
         # (notebook_launcher's), after it has stopped them
         launcher_stopped = kind.__name__ == "SignalException" and hasattr(value, "sigval")
-        port = port_taken(value)
-        if port:
-            print(f"\nerror: port {port} is taken on this machine (another run, or another "
-                  "user's, listens on it); run again with --port 0 to use a free port",
-                  file=sys.__stderr__, flush=True)
-            sys.stdout.flush()
-            os._exit(1)
-        reason = lost_a_peer(value)
-        if reason:
-            rank, size = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")
-            print(f"\nerror: process {rank} of {size} lost another process of this run ({reason}) "
-                  "and stops too, with nothing written; the output of the process that "
-                  "stopped first says why", file=sys.__stderr__, flush=True)
+        port, reason = port_taken(value), lost_a_peer(value)
+        if port or reason:
+            if port:
+                line = (f"port {port} is taken on this machine (another run, or another "
+                        "user's, listens on it); run again with --port 0 to use a free port")
+            else:
+                rank, size = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")
+                line = (f"process {rank} of {size} lost another process of this run ({reason}) "
+                        "and stops too, with nothing written; the output of the process that "
+                        "stopped first says why")
+            print(f"\nerror: {line}", file=sys.__stderr__, flush=True)
             sys.stdout.flush()
             os._exit(1)
         if not (issubclass(kind, KeyboardInterrupt) or launcher_stopped):
