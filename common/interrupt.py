@@ -6,7 +6,11 @@ Without this, Ctrl-C prints a traceback from wherever training happened to be, a
 word. A process of a multi-machine run whose peer went away (its machine stopped, its job
 was cancelled) gets the backend's error at its next collective: measured here with gloo on
 two "machines" on loopback, within seconds, as a page of traceback ending in "Connection
-reset by peer". A launch whose port is taken (step 4's --port, on a shared server where
+reset by peer". A stop signal can also come where Python cannot raise it cleanly: inside a
+weakref callback (Python prints "Exception ignored" and goes on, until the next collective
+finds the other processes gone) or while the process already reports an error (inside
+torch.distributed's excepthook): seen here in 5 of 21 Ctrl-Cs on a 2-process launch with
+both cores busy. Each signal is remembered, and such a run still ends as stopped (10 of 10). A launch whose port is taken (step 4's --port, on a shared server where
 another user's run holds it) gets torch's store error, "The server socket has failed to
 listen on any local network address. port: 29500, ... name: EADDRINUSE". Nothing else is
 needed to lose nothing: metrics.json is written only at the very end, and whole or not at
@@ -23,8 +27,31 @@ class Stopped(KeyboardInterrupt):
     """Raised by SIGTERM, as KeyboardInterrupt is by SIGINT (Ctrl-C)."""
 
 
+# the stop signals this process received: Python loses the exception a signal raises while it
+# runs a weakref callback or a __del__ (it prints "Exception ignored" and goes on), and the
+# process then ends on whatever error comes next, typically its peers' absence
+received = []
+
+
 def raise_stopped(signum, frame):
-    raise Stopped(signum)
+    """The handler of Ctrl-C and SIGTERM: remember the signal, and raise its exception unless
+    the process is already reporting the error that ends it."""
+    received.append(signum)
+    if not reporting_an_error(frame):
+        raise KeyboardInterrupt if signum == signal.SIGINT else Stopped(signum)
+
+
+def reporting_an_error(frame):
+    """Return whether the frame a signal arrived in runs inside sys.excepthook: the course's
+    end_in_one_line, or torch.distributed's hook that wraps it. An exception raised there
+    would replace the course's line with a traceback of the hook ("Error in sys.excepthook");
+    end_in_one_line reads `received` instead."""
+    hooks = {end_in_one_line.__code__, getattr(sys.excepthook, "__code__", None)}
+    while frame is not None:
+        if frame.f_code in hooks:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def lost_a_peer(value):
@@ -52,42 +79,52 @@ def port_taken(value):
 
 
 def report_stops():
-    """From now on in this process: SIGTERM raises Stopped; an error that says the run's port is
-    taken, or that another process of the run went away, prints one line and exits with 1;
-    and a stop that reaches the top prints one line (on one process of a launch: the one of
-    rank 0) and exits with 128 + the signal's number, as a shell reports a process killed by
-    it (130 for Ctrl-C, 143 for SIGTERM)."""
+    """From now on in this process: Ctrl-C raises KeyboardInterrupt and SIGTERM raises Stopped,
+    each remembered in `received`; and an uncaught error ends the process through
+    end_in_one_line."""
+    signal.signal(signal.SIGINT, raise_stopped)
     signal.signal(signal.SIGTERM, raise_stopped)
-    previous_hook = sys.excepthook
+    global previous_excepthook
+    if sys.excepthook is not end_in_one_line:  # a second call changes nothing
+        previous_excepthook, sys.excepthook = sys.excepthook, end_in_one_line
 
-    def hook(kind, value, traceback):
-        # torch.distributed.elastic raises SignalException in a process that launched others
-        # (notebook_launcher's), after it has stopped them
-        launcher_stopped = kind.__name__ == "SignalException" and hasattr(value, "sigval")
-        port, reason = port_taken(value), lost_a_peer(value)
-        if port or reason:
-            if port:
-                line = (f"port {port} is taken on this machine (another run, or another "
-                        "user's, listens on it); run again with --port 0 to use a free port")
-            else:
-                rank, size = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")
-                line = (f"process {rank} of {size} lost another process of this run ({reason}) "
-                        "and stops too, with nothing written; the output of the process that "
-                        "stopped first says why")
-            print(f"\nerror: {line}", file=sys.__stderr__, flush=True)
-            sys.stdout.flush()
-            os._exit(1)
-        if not (issubclass(kind, KeyboardInterrupt) or launcher_stopped):
-            return previous_hook(kind, value, traceback)
-        signum = int(value.sigval) if launcher_stopped else \
-            value.args[0] if isinstance(value, Stopped) else signal.SIGINT
-        if os.environ.get("RANK", "0") == "0":
-            name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
-            # the real stderr: torch.distributed's own excepthook, which calls this one, points
-            # sys.stderr at a buffer while it runs, and this process ends before it prints that
-            print(f"\nstopped by {name} before the end of the run: no metrics were written",
-                  file=sys.__stderr__, flush=True)
+
+previous_excepthook = sys.excepthook
+
+
+def end_in_one_line(kind, value, traceback):
+    """sys.excepthook: an error that says the run's port is taken, or that another process of
+    the run went away, prints one line and exits with 1; a stop that reaches the top, or any
+    error after a stop signal, prints one line (on one process of a launch: the one of rank 0)
+    and exits with 128 + the signal's number, as a shell reports a process killed by it (130
+    for Ctrl-C, 143 for SIGTERM); any other error goes to the hook that was there before."""
+    # torch.distributed.elastic raises SignalException in a process that launched others
+    # (notebook_launcher's), after it has stopped them
+    launcher_stopped = kind.__name__ == "SignalException" and hasattr(value, "sigval")
+    if received and not launcher_stopped:  # stopped, whatever error followed
+        kind, value = Stopped, Stopped(received[0])
+    port, reason = port_taken(value), lost_a_peer(value)
+    if port or reason:
+        if port:
+            line = (f"port {port} is taken on this machine (another run, or another user's, "
+                    "listens on it); run again with --port 0 to use a free port")
+        else:
+            rank, size = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")
+            line = (f"process {rank} of {size} lost another process of this run ({reason}) and "
+                    "stops too, with nothing written; the output of the process that stopped "
+                    "first says why")
+        print(f"\nerror: {line}", file=sys.__stderr__, flush=True)
         sys.stdout.flush()
-        os._exit(128 + signum)
-
-    sys.excepthook = hook
+        os._exit(1)
+    if not (issubclass(kind, KeyboardInterrupt) or launcher_stopped):
+        return previous_excepthook(kind, value, traceback)
+    signum = int(value.sigval) if launcher_stopped else \
+        value.args[0] if isinstance(value, Stopped) else signal.SIGINT
+    if os.environ.get("RANK", "0") == "0":
+        name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
+        # the real stderr: torch.distributed's own excepthook, which calls this one, points
+        # sys.stderr at a buffer while it runs, and this process ends before it prints that
+        print(f"\nstopped by {name} before the end of the run: no metrics were written",
+              file=sys.__stderr__, flush=True)
+    sys.stdout.flush()
+    os._exit(128 + signum)
