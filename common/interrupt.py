@@ -33,6 +33,8 @@ class Stopped(KeyboardInterrupt):
 # runs a weakref callback or a __del__ (it prints "Exception ignored" and goes on), and the
 # process then ends on whatever error comes next, typically its peers' absence
 received = []
+# the excepthook end_in_one_line hands every other error to (Python's own, unless one was set)
+previous_excepthook = sys.excepthook
 
 
 def raise_stopped(signum, frame):
@@ -89,9 +91,6 @@ def report_stops():
     global previous_excepthook
     if sys.excepthook is not end_in_one_line:  # a second call changes nothing
         previous_excepthook, sys.excepthook = sys.excepthook, end_in_one_line
-
-
-previous_excepthook = sys.excepthook
 
 
 def end_in_one_line(kind, value, traceback):
