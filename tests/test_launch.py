@@ -231,8 +231,7 @@ def test_ctrl_c_on_a_two_process_launch_stops_everything_and_says_so(tmp_path):
 # It happened to rank 0 of the launch above here with both cores busy (1 run in 5): the run
 # then said "process 0 of 2 lost another process" instead of "stopped".
 SWALLOWED_CTRL_C = """
-import os, signal, sys, weakref
-sys.path.insert(0, os.getcwd())
+import os, signal, weakref
 from common.interrupt import report_stops
 report_stops()
 class Garbage:
@@ -256,7 +255,6 @@ raise RuntimeError("[gloo/transport/tcp/pair.cc:534] Read error [127.0.0.1]:1231
 # a second SIGINT as they stop)
 CTRL_C_WHILE_REPORTING = """
 import os, signal, sys
-sys.path.insert(0, os.getcwd())
 from common.interrupt import report_stops
 report_stops()
 course_hook = sys.excepthook
