@@ -94,18 +94,23 @@ def report_stops():
 
 
 def end_in_one_line(kind, value, traceback):
-    """sys.excepthook: an error that says the run's port is taken, or that another process of
-    the run went away, prints one line and exits with 1; a stop that reaches the top, or any
-    error after a stop signal, prints one line (on one process of a launch: the one of rank 0)
-    and exits with 128 + the signal's number, as a shell reports a process killed by it (130
-    for Ctrl-C, 143 for SIGTERM); any other error goes to the hook that was there before."""
-    # torch.distributed.elastic raises SignalException in a process that launched others
-    # (notebook_launcher's), after it has stopped them
-    launcher_stopped = kind.__name__ == "SignalException" and hasattr(value, "sigval")
-    if received and not launcher_stopped:  # stopped, whatever error followed
-        kind, value = Stopped, Stopped(received[0])
-    port, reason = port_taken(value), lost_a_peer(value)
-    if port or reason:
+    """sys.excepthook: a stop that reaches the top, or any error after a stop signal, prints
+    one line (on one process of a launch: the one of rank 0) and exits with 128 + the signal's
+    number, as a shell reports a process killed by it (130 for Ctrl-C, 143 for SIGTERM); an
+    error that says the run's port is taken, or that another process of the run went away,
+    prints one line and exits with 1; any other error goes to the hook that was there before."""
+    if kind.__name__ == "SignalException" and hasattr(value, "sigval"):
+        # torch.distributed.elastic raises it in a process that launched others
+        # (notebook_launcher's), after it has stopped them
+        signum = int(value.sigval)
+    elif received:  # stopped, whatever error followed
+        signum = received[0]
+    elif issubclass(kind, KeyboardInterrupt):  # raised by something other than a signal
+        signum = signal.SIGINT
+    else:
+        port, reason = port_taken(value), lost_a_peer(value)
+        if not (port or reason):
+            return previous_excepthook(kind, value, traceback)
         if port:
             line = (f"port {port} is taken on this machine (another run, or another user's, "
                     "listens on it); run again with --port 0 to use a free port")
@@ -117,10 +122,6 @@ def end_in_one_line(kind, value, traceback):
         print(f"\nerror: {line}", file=sys.__stderr__, flush=True)
         sys.stdout.flush()
         os._exit(1)
-    if not (issubclass(kind, KeyboardInterrupt) or launcher_stopped):
-        return previous_excepthook(kind, value, traceback)
-    signum = int(value.sigval) if launcher_stopped else \
-        value.args[0] if isinstance(value, Stopped) else signal.SIGINT
     if os.environ.get("RANK", "0") == "0":
         name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
         # the real stderr: torch.distributed's own excepthook, which calls this one, points
