@@ -164,7 +164,8 @@ def step_modules():
 def in_process(step_modules, monkeypatch, capsys, tmp_path):
     """Run a step's main() here with a command line; return (its SystemExit's code, or None
     when it finished, stdout, stderr)."""
-    saved_hook, saved_term = sys.excepthook, signal.getsignal(signal.SIGTERM)
+    saved_hook = sys.excepthook
+    saved_handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def run(step, flags):
         monkeypatch.setattr(sys, "argv", [str(STEPS[step]), *map(str, flags)])
@@ -177,7 +178,8 @@ def in_process(step_modules, monkeypatch, capsys, tmp_path):
             code = stop.code
         finally:  # a run that got far installs its Ctrl-C handling and Accelerate's state
             sys.excepthook = saved_hook
-            signal.signal(signal.SIGTERM, saved_term)
+            for sig, handler in saved_handlers.items():
+                signal.signal(sig, handler)
             AcceleratorState._reset_state(reset_partial_state=True)
         said = capsys.readouterr()
         return code, said.out, said.err
