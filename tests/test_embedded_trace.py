@@ -117,3 +117,38 @@ def test_the_committed_trace_is_the_committed_weights_build():
     # every processor listed is identified by vendor, family, model and flags
     for p in trace["matched_on"]:
         assert p["vendor"] and p["family"] and p["model"] and "avx2" in p["flags"]
+
+
+def test_the_builders_square_root_is_correctly_rounded():
+    # against Python's math.sqrt (IEEE 754 double, correctly rounded), rounded to float32:
+    # for a square root that double rounding is exact (53 >= 2 x 24 + 2 bits)
+    import math
+    import numpy
+    from common.embedded.build_checkpoint import correctly_rounded_sqrt
+    torch.manual_seed(0)
+    values = torch.cat([torch.rand(4096) * 1e-3, torch.rand(4096) * 1e-9, torch.rand(64) * 10])
+    expected = torch.tensor([numpy.float32(math.sqrt(float(v))) for v in values])
+    assert torch.equal(correctly_rounded_sqrt(values), expected)
+
+
+def test_the_builders_adamw_is_torchs_with_a_correctly_rounded_square_root(monkeypatch):
+    # torch's own AdamW, given the same square root, takes the same steps bit for bit: the
+    # builder's optimizer differs from it in nothing else (20 steps, weight decay, a schedule)
+    from common.embedded.build_checkpoint import AdamW, correctly_rounded_sqrt
+
+    def train(optimizer_class):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 300), torch.nn.GELU(),
+                                    torch.nn.Linear(300, 2))
+        optimizer = optimizer_class(model.parameters(), lr=1e-3, weight_decay=0.01)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: (k + 1) / 10)
+        for _ in range(20):
+            model(torch.randn(16, 64)).square().mean().backward()
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    builders = train(AdamW)
+    monkeypatch.setattr(torch.Tensor, "sqrt", correctly_rounded_sqrt)
+    assert torch.equal(builders, train(torch.optim.AdamW))

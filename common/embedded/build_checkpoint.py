@@ -44,6 +44,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy
 import torch
 from tokenizers import normalizers, pre_tokenizers
 from transformers import BertConfig, BertForPreTraining, BertTokenizer, get_scheduler, set_seed
@@ -254,6 +255,47 @@ def init_word_matching_head(model, scale=1.5, seed=0):
             projection.bias[:head] = 0.0
 
 
+def correctly_rounded_sqrt(tensor):
+    """Return the square root of a float32 CPU tensor, each element correctly rounded (IEEE
+    754), on every processor. NumPy's float32 sqrt is the processor's own square-root
+    instruction, which IEEE 754 requires to round correctly; torch.sqrt on some processors
+    is not (on AMD EPYC Zen 3 and Zen 4, about 1 element in 5 is one unit in the last place
+    off: docs/embedded-default.md)."""
+    return torch.from_numpy(numpy.sqrt(tensor.numpy()))
+
+
+class AdamW(torch.optim.AdamW):
+    """torch's AdamW, whose update it repeats operation for operation (torch 2.13's
+    _single_tensor_adam, the one that runs on the CPU: decoupled weight decay, no amsgrad),
+    except that the second moment's square root is correctly_rounded_sqrt's: the builder's
+    weights then do not depend on how a processor rounds torch.sqrt."""
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, (beta1, beta2) = group["lr"], group["betas"]
+            for param in group["params"]:
+                if param.grad is None:
+                    continue
+                state = self.state[param]
+                if not state:  # as torch's AdamW starts its state
+                    state["step"] = torch.tensor(0.0, dtype=torch.float32)
+                    state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(param,
+                                                           memory_format=torch.preserve_format)
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                state["step"] += 1
+                param.mul_(1 - lr * group["weight_decay"])
+                exp_avg.lerp_(param.grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(param.grad, param.grad, value=1 - beta2)
+                step = state["step"].item()
+                step_size = lr / (1 - beta1**step)
+                bias_correction2_sqrt = (1 - beta2**step) ** 0.5
+                denom = (correctly_rounded_sqrt(exp_avg_sq) / bias_correction2_sqrt).add_(
+                    group["eps"])
+                param.addcdiv_(exp_avg, denom, value=-step_size)
+
+
 def pretrain(model, tokenizer, sentences, seed, steps=PRETRAIN["steps"], trace=None):
     """Pretrain in place: masked LM on single sentences, plus the pair objective (the pair
     head on [CLS] and a token head that is thrown away afterwards, as ELECTRA's is).
@@ -264,7 +306,7 @@ def pretrain(model, tokenizer, sentences, seed, steps=PRETRAIN["steps"], trace=N
     token_head = torch.nn.Linear(model.config.hidden_size, 1)
     bs = PRETRAIN["batch_size"]
     parameters = list(model.parameters()) + list(token_head.parameters())
-    optimizer = torch.optim.AdamW(parameters, lr=PRETRAIN["lr"], weight_decay=0.01)
+    optimizer = AdamW(parameters, lr=PRETRAIN["lr"], weight_decay=0.01)
     scheduler = get_scheduler("linear", optimizer, int(PRETRAIN["warmup"] * steps), steps)
     model.train()
     if trace is not None:
