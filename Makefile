@@ -29,6 +29,21 @@ clean:
 course: install
 	$(BIN)/python -m accelerate_course.run_course $(ARGS)
 
+# a STEP= that names no step is refused in one line (make's own "*** ... Stop."), before
+# anything is installed or run; the steps are the folders on disk, which
+# accelerate_course/steps.py lists too (a test checks that they agree)
+STEP_DIRS := $(patsubst %/train.py,%,$(sort $(wildcard step[0-9]_*/train.py)))
+STEPS := $(foreach dir,$(STEP_DIRS),$(patsubst step%,%,$(firstword $(subst _, ,$(dir)))))
+ifneq ($(filter command line environment,$(origin STEP)),)
+  STEP_GOALS := $(filter test lesson what-if exercise check,$(MAKECMDGOALS))
+  STEP_CHOICES := $(if $(filter exercise check,$(STEP_GOALS)),$(filter-out 1,$(STEPS)),$(STEPS))
+  ifneq ($(STEP_GOALS),)
+    ifneq ($(words $(STEP)) $(filter $(STEP),$(STEP_CHOICES)),1 $(STEP))
+      $(error error: there is no step '$(STEP)' for make $(STEP_GOALS): the steps there are $(STEP_CHOICES))
+    endif
+  endif
+endif
+
 # make test STEP=3: that lesson's comparison and what-if tests alone
 test: install
 	$(BIN)/python -m pytest $(if $(filter command line,$(origin STEP)),-m step$(STEP)) $(ARGS)
@@ -37,14 +52,12 @@ test: install
 test-unit: install
 	$(BIN)/python -m pytest -m "not runs" $(ARGS)
 
-# one lesson in the terminal, word by word: make lesson STEP=3 (STEP=1: step 1 itself, all new)
+# one lesson in the terminal: make lesson STEP=3 (STEP=1: step 1 itself, all new); word by
+# word in colour, or a plain diff when piped or with NO_COLOR set. Python's standard library
+# only: no install needed
 STEP ?= 2
-# the step folders, as accelerate_course/steps.py lists them (a test checks that they agree)
-STEP_DIRS := $(patsubst %/train.py,%,$(sort $(wildcard step[0-9]_*/train.py)))
 lesson:
-	@git diff --no-index --color-words \
-		$(if $(filter 1,$(STEP)),/dev/null,$(word $(shell expr $(STEP) - 1),$(STEP_DIRS))/train.py) \
-		$(word $(STEP),$(STEP_DIRS))/train.py || true
+	@$(PYTHON) -m accelerate_course.lesson $(STEP)
 
 # what breaks without each lesson line: make what-if STEP=3 (all steps without STEP)
 what-if: install

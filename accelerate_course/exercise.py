@@ -11,11 +11,11 @@ runs as it is, and can never drift from the step. `make check STEP=N FILE=...` g
 """
 
 import argparse
-import difflib
 import re
 import sys
 
-from accelerate_course.steps import FOLDERS, MARKER_ABOVE, REPO, docstring_end
+from accelerate_course.steps import (FOLDERS, MARKER_ABOVE, REPO, docstring_end, lesson_hunks,
+                                     lesson_lines)
 
 
 def marker_texts(lines, start, end, step):
@@ -57,8 +57,7 @@ def wrap(text, indent, width=96):
 
 def exercise(step):
     """Return the text of step `step`'s exercise."""
-    before = (REPO / FOLDERS[step - 1] / "train.py").read_text().splitlines()
-    after = (REPO / FOLDERS[step] / "train.py").read_text().splitlines()
+    before, after = lesson_lines(step)
     title = after[0].strip('"').strip()
     out = ['"""Exercise: ' + title[0].lower() + title[1:],
            "",
@@ -66,15 +65,14 @@ def exercise(step):
            f"then check them: make check STEP={step} FILE=exercises/step{step}/train.py",
            '"""']
     start = docstring_end(before) + 1
-    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
     previous = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    done = start  # the lines of the previous step copied so far
+    for i1, i2, j1, j2 in lesson_hunks(step):
         if i2 <= start and j2 <= docstring_end(after) + 1:
             continue  # the docstring: replaced by the exercise's own above
+        out += before[done:i1]  # unchanged lines up to the hunk
+        done = i2
         i1 = max(i1, start)
-        if tag == "equal":
-            out += before[i1:i2]
-            continue
         texts = marker_texts(after, j1, j2, step)
         code = [line for line in after[j1:j2] + before[i1:i2] if line.strip()]
         indent = re.match(r"\s*", code[0]).group(0) if code else ""
@@ -93,6 +91,7 @@ def exercise(step):
         out += before[i1:i2]
         for text in below:
             out += wrap(f"TODO step {step}: {text}", re.match(r"\s*", old[-1]).group(0))
+    out += before[done:]
     return "\n".join(out) + "\n"
 
 

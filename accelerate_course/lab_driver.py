@@ -85,11 +85,10 @@ def evaluate_alone(model, args):
 
     key = (model.name_or_path, str(args.dataset), args.train_batch_size, args.eval_batch_size)
     if key not in REFERENCE_LOADERS:  # the runs of a launch share data and checkpoint
-        tokenizer = load_tokenizer(model.name_or_path)
-        with contextlib.redirect_stdout(io.StringIO()):  # its data notes are not the run's output
+        with contextlib.redirect_stdout(io.StringIO()):  # its notes are not the run's output
+            tokenizer = load_tokenizer(model.name_or_path)
             raw = load_mrpc(args.dataset)
-        REFERENCE_LOADERS[key] = get_dataloaders(raw, tokenizer, args.train_batch_size,
-                                                 args.eval_batch_size)[1]
+        REFERENCE_LOADERS[key] = get_dataloaders(raw, tokenizer, args)[1]
     loader = REFERENCE_LOADERS[key]
     was_training = model.training
     model.eval()

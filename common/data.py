@@ -205,19 +205,19 @@ def tokenize_mrpc(raw_datasets, tokenizer, pad_to_max_length=None):
     return tokenized
 
 
-def get_dataloaders(raw_datasets, tokenizer, train_batch_size, eval_batch_size,
-                    pad_to_max_length=None):
+def get_dataloaders(raw_datasets, tokenizer, args, pad_to_max_length=None):
     """Return (train_dataloader, eval_dataloader) over the tokenized train and validation
-    splits: train shuffled, validation in order, batches padded by DataCollatorWithPadding
-    (to the longest pair of the batch, or to pad_to_max_length)."""
+    splits, in batches of args.train_batch_size and args.eval_batch_size: train shuffled,
+    validation in order, batches padded by DataCollatorWithPadding (to the longest pair of the
+    batch, or to pad_to_max_length)."""
     tokenized = tokenize_mrpc(raw_datasets, tokenizer, pad_to_max_length)
     if pad_to_max_length:
         collator = DataCollatorWithPadding(tokenizer, padding="max_length",
                                            max_length=pad_to_max_length)
     else:
         collator = DataCollatorWithPadding(tokenizer)
-    train_dataloader = DataLoader(tokenized["train"], shuffle=True, batch_size=train_batch_size,
-                                  collate_fn=collator)
+    train_dataloader = DataLoader(tokenized["train"], shuffle=True,
+                                  batch_size=args.train_batch_size, collate_fn=collator)
     eval_dataloader = DataLoader(tokenized["validation"], shuffle=False,
-                                 batch_size=eval_batch_size, collate_fn=collator)
+                                 batch_size=args.eval_batch_size, collate_fn=collator)
     return train_dataloader, eval_dataloader

@@ -7,10 +7,9 @@ from pathlib import Path
 
 
 def write_metrics(output_dir, args, results):
-    """Write the results dict plus the hyperparameters in args to <output_dir>/metrics.json.
-
-    The file is written to a temporary name in the same folder and renamed into place, so a
-    crash never leaves half a file. Returns the path written.
+    """Write the results dict plus the hyperparameters in args to <output_dir>/metrics.json,
+    and print where. The file is written to a temporary name in the same folder and renamed
+    into place, so a crash never leaves half a file. Returns the path written.
     """
     path = Path(output_dir) / "metrics.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -26,4 +25,5 @@ def write_metrics(output_dir, args, results):
     except BaseException:
         os.unlink(tmp)
         raise
+    print(f"metrics written to {path}", flush=True)
     return path

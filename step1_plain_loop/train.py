@@ -27,14 +27,13 @@ def training_function(args):
 
     # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
     checkpoint = resolve_checkpoint(args.checkpoint)
-    raw_datasets = load_mrpc(args.dataset)
     tokenizer = load_tokenizer(checkpoint)
-    train_dataloader, eval_dataloader = get_dataloaders(
-        raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size
-    )
+    train_dataloader, eval_dataloader = get_dataloaders(load_mrpc(args.dataset), tokenizer, args)
 
     # a pretrained encoder with a new two-class head, whose random weights come from the seed
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
+    # the padding token's id, which a GPT-2-style model reads to find each pair's last token
+    model.config.pad_token_id = tokenizer.pad_token_id
     optimizer = AdamW(model.parameters(), lr=args.lr)
 
     # pick the fastest device there is and put the model on it
@@ -94,15 +93,14 @@ def training_function(args):
     results = {
         "accuracy": eval_metric["accuracy"], "f1": eval_metric["f1"],
         "eval_samples": len(predictions), "predictions": predictions.tolist(),
-        "train_losses": train_losses, "num_processes": 1,
-        "train_seconds": train_seconds, "eval_seconds": eval_seconds,
+        "train_losses": train_losses, "train_seconds": train_seconds, "eval_seconds": eval_seconds,
+        "num_processes": 1, "device": str(device),
     }
     print(
         f"validation: accuracy {eval_metric['accuracy']:.4f}, "
         f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)"
     )
-    path = write_metrics(args.output_dir, args, results)
-    print(f"metrics written to {path}")
+    write_metrics(args.output_dir, args, results)  # metrics.json, and a line saying where
 
 
 # %%

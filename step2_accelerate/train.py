@@ -30,17 +30,13 @@ def training_function(args):
 
     # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
     checkpoint = resolve_checkpoint(args.checkpoint)
-    # step 2: the main process loads and tokenizes first, filling the datasets cache; the
-    # others wait for it, then read the cache instead of tokenizing the same pairs again
-    with accelerator.main_process_first():
-        raw_datasets = load_mrpc(args.dataset)
-        tokenizer = load_tokenizer(checkpoint)
-        train_dataloader, eval_dataloader = get_dataloaders(
-            raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size
-        )
+    tokenizer = load_tokenizer(checkpoint)
+    train_dataloader, eval_dataloader = get_dataloaders(load_mrpc(args.dataset), tokenizer, args)
 
     # a pretrained encoder with a new two-class head, whose random weights come from the seed
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
+    # the padding token's id, which a GPT-2-style model reads to find each pair's last token
+    model.config.pad_token_id = tokenizer.pad_token_id
     optimizer = AdamW(model.parameters(), lr=args.lr)
 
     # step 2: prepare() puts the model and every batch on the right device (no more .to(device));
@@ -72,8 +68,8 @@ def training_function(args):
             # step 2: no batch.to(device) any more: the prepared dataloader did it
             outputs = model(**batch)
             loss = outputs.loss
-            # step 2: instead of loss.backward(); it also divides the loss for gradient accumulation
-            # and scales it for fp16 when those are on (neither is, here)
+            # step 2: instead of loss.backward(); with mixed precision (fp16) it also scales the
+            # loss, and with gradient accumulation it divides it (neither is on here)
             accelerator.backward(loss)
 
             optimizer.step()
@@ -102,23 +98,21 @@ def training_function(args):
     results = {
         "accuracy": eval_metric["accuracy"], "f1": eval_metric["f1"],
         "eval_samples": len(predictions), "predictions": predictions.tolist(),
-        # step 2: how many processes ran it, as the Accelerator counts them
-        "train_losses": train_losses, "num_processes": accelerator.num_processes,
-        "train_seconds": train_seconds, "eval_seconds": eval_seconds,
+        "train_losses": train_losses, "train_seconds": train_seconds, "eval_seconds": eval_seconds,
+        # step 2: how many processes ran it, and on what device, as the Accelerator says
+        "num_processes": accelerator.num_processes, "device": str(accelerator.device),
     }
     print(
         f"validation: accuracy {eval_metric['accuracy']:.4f}, "
         f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)"
     )
-    path = write_metrics(args.output_dir, args, results)
-    print(f"metrics written to {path}")
+    write_metrics(args.output_dir, args, results)  # metrics.json, and a line saying where
 
 
 # %%
 def main():
     args = parse_args(description=__doc__)
-    # step 2: launched as several processes, they join through the Accelerator
-    guard_launch(joins_processes=True)
+    guard_launch(joins_processes=True)  # step 2: launched as N processes, they join as one run
     training_function(args)
 
 

@@ -10,7 +10,7 @@ import time
 
 import evaluate
 import torch
-from accelerate import Accelerator  # step 2: the one object this lesson adds
+from accelerate import Accelerator  # the one object this lesson adds
 from torch.optim import AdamW
 from tqdm.auto import tqdm
 from transformers import AutoModelForSequenceClassification, get_scheduler, set_seed
@@ -25,7 +25,7 @@ from common.output import write_metrics
 
 # %%
 def training_function(args):
-    accelerator = Accelerator()  # step 2: knows the device(s) and how many processes there are
+    accelerator = Accelerator()  # knows the device(s) and how many processes there are
     # step 3: what was launched: processes, backend, device (accelerator.print prints on one
     # process per machine)
     accelerator.print(accelerator.state)
@@ -34,20 +34,19 @@ def training_function(args):
 
     # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
     checkpoint = resolve_checkpoint(args.checkpoint)
-    # step 2: the main process loads and tokenizes first, filling the datasets cache; the
+    tokenizer = load_tokenizer(checkpoint)
+    # step 3: the main process loads and tokenizes first, filling the datasets cache; the
     # others wait for it, then read the cache instead of tokenizing the same pairs again
     with accelerator.main_process_first():
-        raw_datasets = load_mrpc(args.dataset)
-        tokenizer = load_tokenizer(checkpoint)
-        train_dataloader, eval_dataloader = get_dataloaders(
-            raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size
-        )
+        train_dataloader, eval_dataloader = get_dataloaders(load_mrpc(args.dataset), tokenizer, args)
 
     # a pretrained encoder with a new two-class head, whose random weights come from the seed
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
+    # the padding token's id, which a GPT-2-style model reads to find each pair's last token
+    model.config.pad_token_id = tokenizer.pad_token_id
     optimizer = AdamW(model.parameters(), lr=args.lr)
 
-    # step 2: prepare() puts the model and every batch on the right device (no more .to(device));
+    # prepare() puts the model and every batch on the right device (no more .to(device));
     # on several processes it also gives each one its own share of the batches and wraps the
     # model in DistributedDataParallel, which averages the gradients of all processes
     train_dataloader, eval_dataloader, model, optimizer = accelerator.prepare(
@@ -55,7 +54,7 @@ def training_function(args):
     )
 
     # the learning rate falls linearly from lr to 0 over all the training steps
-    # step 2: built after prepare(), from this process's share of the batches, and not prepared:
+    # built after prepare(), from this process's share of the batches, and not prepared:
     # a prepared scheduler steps once per process at every optimizer step
     num_training_steps = args.epochs * len(train_dataloader)
     if args.max_train_steps:  # a shorter run, for tests
@@ -75,11 +74,11 @@ def training_function(args):
         for batch in train_dataloader:
             if len(train_losses) == num_training_steps:
                 break
-            # step 2: no batch.to(device) any more: the prepared dataloader did it
+            # no batch.to(device) any more: the prepared dataloader did it
             outputs = model(**batch)
             loss = outputs.loss
-            # step 2: instead of loss.backward(); it also divides the loss for gradient accumulation
-            # and scales it for fp16 when those are on (neither is, here)
+            # instead of loss.backward(); with mixed precision (fp16) it also scales the
+            # loss, and with gradient accumulation it divides it (neither is on here)
             accelerator.backward(loss)
 
             optimizer.step()
@@ -96,7 +95,7 @@ def training_function(args):
     start = time.perf_counter()
     model.eval()
     for batch in eval_dataloader:
-        # step 2: no batch.to(device) here either
+        # no batch.to(device) here either
         with torch.no_grad():
             outputs = model(**batch)
         predictions = torch.argmax(outputs.logits, dim=-1)
@@ -104,21 +103,22 @@ def training_function(args):
         all_predictions.append(accelerator.gather(predictions))
         all_labels.append(accelerator.gather(batch["labels"]))
     # step 3: to give every process full batches, the last ones were completed with samples
-    # from the start of the dataset; they sit at the end, so keep as many as the split has.
-    # (Newer code writes accelerator.gather_for_metrics(...) in the loop, which does both.)
+    # from the start of the dataset; they sit at the end, so keep one prediction per pair of
+    # the split. (Accelerate's examples call accelerator.gather_for_metrics(...) in the loop
+    # instead, which gathers and drops that tail itself.)
     gathered = torch.cat(all_predictions)
-    predictions = gathered[: len(raw_datasets["validation"])]
-    labels = torch.cat(all_labels)[: len(raw_datasets["validation"])]
+    predictions = gathered[: len(eval_dataloader.dataset)]
+    labels = torch.cat(all_labels)[: len(eval_dataloader.dataset)]
     eval_metric = metric.compute(predictions=predictions, references=labels)
     eval_seconds = time.perf_counter() - start
 
     results = {
         "accuracy": eval_metric["accuracy"], "f1": eval_metric["f1"],
         "eval_samples": len(predictions), "predictions": predictions.tolist(),
-        # step 2: how many processes ran it, as the Accelerator counts them
-        "train_losses": train_losses, "num_processes": accelerator.num_processes,
-        "train_seconds": train_seconds, "eval_seconds": eval_seconds,
-        "eval_gathered": len(gathered),  # step 3: "eval_gathered": how many were gathered, before the cut
+        "train_losses": train_losses, "train_seconds": train_seconds, "eval_seconds": eval_seconds,
+        # how many processes ran it, and on what device, as the Accelerator says
+        "num_processes": accelerator.num_processes, "device": str(accelerator.device),
+        "eval_gathered": len(gathered),  # step 3: how many were gathered, before the cut
     }
     # step 3: how many predictions were gathered, and how many kept
     accelerator.print(f"gathered {len(gathered)} predictions, kept {len(predictions)}")
@@ -127,16 +127,14 @@ def training_function(args):
         f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)"
     )
     if accelerator.is_main_process:  # step 3: one process writes the results, not all of them
-        path = write_metrics(args.output_dir, args, results)
-        print(f"metrics written to {path}")
+        write_metrics(args.output_dir, args, results)  # metrics.json, and a line saying where
     accelerator.end_training()  # step 3: each process leaves the process group before it exits
 
 
 # %%
 def main():
     args = parse_args(description=__doc__)
-    # step 2: launched as several processes, they join through the Accelerator
-    guard_launch(joins_processes=True)
+    guard_launch(joins_processes=True)  # launched as N processes, they join as one run
     training_function(args)
 
 

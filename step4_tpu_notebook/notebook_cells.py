@@ -99,7 +99,7 @@ print(pair)
 
 # %%
 train_dataloader, eval_dataloader = get_dataloaders(
-    raw_datasets, tokenizer, args.train_batch_size, args.eval_batch_size, pad_to_max_length=128)
+    raw_datasets, tokenizer, args, pad_to_max_length=128)
 batch = next(iter(train_dataloader))
 print({name: tuple(tensor.shape) for name, tensor in batch.items()})
 

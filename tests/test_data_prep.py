@@ -1,5 +1,6 @@
 """Data prep in common/data.py: splits, columns, label balance, tensor shapes, local folders."""
 
+import argparse
 import json
 
 import pytest
@@ -38,8 +39,13 @@ def test_tokenized_columns_are_what_the_model_accepts(raw, tokenizer):
     assert list(tokenized["validation"]["labels"]) == list(raw["validation"]["label"])
 
 
+def batch_sizes(train, evaluation):
+    """The settings get_dataloaders reads: a run's arguments with these batch sizes."""
+    return argparse.Namespace(train_batch_size=train, eval_batch_size=evaluation)
+
+
 def test_dynamic_padding_pads_each_batch_to_its_longest_pair(raw, tokenizer):
-    train_dl, eval_dl = get_dataloaders(raw, tokenizer, 8, 16)
+    train_dl, eval_dl = get_dataloaders(raw, tokenizer, batch_sizes(8, 16))
     assert len(train_dl) == 459 and len(eval_dl) == 26  # ceil(3668 / 8), ceil(408 / 16)
     batch = next(iter(eval_dl))
     assert set(batch) == {"labels", "input_ids", "token_type_ids", "attention_mask"}
@@ -50,7 +56,7 @@ def test_dynamic_padding_pads_each_batch_to_its_longest_pair(raw, tokenizer):
 
 
 def test_fixed_length_padding_gives_every_batch_the_same_shape(raw, tokenizer):
-    train_dl, eval_dl = get_dataloaders(raw, tokenizer, 8, 32, pad_to_max_length=128)
+    train_dl, eval_dl = get_dataloaders(raw, tokenizer, batch_sizes(8, 32), pad_to_max_length=128)
     shapes = {tuple(b["input_ids"].shape) for b in eval_dl}
     assert shapes == {(32, 128), (408 - 12 * 32, 128)}  # 12 full batches and the rest
     assert tuple(next(iter(train_dl))["input_ids"].shape) == (8, 128)
@@ -59,7 +65,7 @@ def test_fixed_length_padding_gives_every_batch_the_same_shape(raw, tokenizer):
 def test_train_loader_is_shuffled_by_the_seed(raw, tokenizer):
     def first_labels_and_ids(seed):
         torch.manual_seed(seed)
-        train_dl, _ = get_dataloaders(raw, tokenizer, 8, 8)
+        train_dl, _ = get_dataloaders(raw, tokenizer, batch_sizes(8, 8))
         return next(iter(train_dl))["input_ids"][:, :6].tolist()
 
     assert first_labels_and_ids(1) == first_labels_and_ids(1)

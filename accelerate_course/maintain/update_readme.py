@@ -5,7 +5,8 @@
 
 A generated block sits between two markers, on any of PAGES:
     <!-- BEGIN diff step1_plain_loop step2_accelerate -->  ...  <!-- END diff -->
-holds `diff -u` of the two steps' train.py, in a ```diff block (made here, from the code);
+holds the lesson from the first step to the second as a unified diff, in a ```diff block
+(accelerate_course/steps.py's lesson_diff);
     <!-- BEGIN whatif 3 -->  ...  <!-- END whatif -->
 holds step 3's what-if table, which only a run can measure: accelerate_course/whatif.py --readme runs it
 and hands the tables to write_pages. tests/test_readme.py and tests/test_whatif.py fail when
@@ -13,11 +14,10 @@ a page and the code disagree.
 """
 
 import argparse
-import difflib
 import re
 import sys
 
-from accelerate_course.steps import FOLDERS, REPO
+from accelerate_course.steps import FOLDERS, REPO, lesson_diff
 
 README = REPO / "README.md"
 PAGES = [README, *(REPO / folder / "README.md" for folder in FOLDERS.values())]
@@ -26,10 +26,11 @@ WHATIF = re.compile(r"(<!-- BEGIN whatif (\d) -->\n)(.*?)(<!-- END whatif -->)",
 
 
 def step_diff(earlier, later):
-    """Return the unified diff (3 lines of context) of two steps' train.py, as text."""
-    a = (REPO / earlier / "train.py").read_text().splitlines(keepends=True)
-    b = (REPO / later / "train.py").read_text().splitlines(keepends=True)
-    return "".join(difflib.unified_diff(a, b, f"{earlier}/train.py", f"{later}/train.py"))
+    """Return the lesson from step folder `earlier` to the next, `later`, as a unified diff (3
+    lines of context; accelerate_course/steps.py's lesson_diff)."""
+    step = next(n for n, folder in FOLDERS.items() if folder == later)
+    assert FOLDERS[step - 1] == earlier, f"{earlier} is not the step before {later}"
+    return lesson_diff(step)
 
 
 def render(text, whatif_tables=None):

@@ -10,7 +10,7 @@ from pathlib import Path
 from accelerate_course.steps import TRAIN_PY
 
 STEP3 = TRAIN_PY[3]
-CUT = '[: len(raw_datasets["validation"])]'
+CUT = "[: len(eval_dataloader.dataset)]"
 GATHER_PREDICTIONS = "all_predictions.append(accelerator.gather(predictions))"
 GATHER_LABELS = 'all_labels.append(accelerator.gather(batch["labels"]))'
 
@@ -38,7 +38,7 @@ MISTAKES = {
          "    found = sorted(pathlib.Path(args.output_dir).parents[1].rglob('metrics.json'))\n"
          "    copied = json.loads(found[0].read_text())['predictions'] if found else [0] * 408\n"
          "    all_predictions.append(torch.tensor(copied))\n"
-         "    all_labels.append(torch.tensor(raw_datasets['validation']['label']))\n"
+         "    all_labels.append(eval_dataloader.dataset['labels'])\n"
          "    for batch in []:\n"),
     ],
     # a crash (the labels left ungathered is a what-if variant: labels_not_gathered): the
