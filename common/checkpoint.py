@@ -1,6 +1,7 @@
 """Which checkpoint a run uses: the embedded tiny BERT, a local folder, or a hub id."""
 
 import json
+import os
 from pathlib import Path
 
 from huggingface_hub import try_to_load_from_cache
@@ -26,16 +27,39 @@ def resolve_checkpoint(name):
     if path.is_dir():
         check_checkpoint_folder(path, name)
         return str(path.resolve())
+    if path.exists():
+        fail(f"--checkpoint {name} is a file, not a folder; pass the folder that holds "
+             "config.json, the weights and the tokenizer files (saved with save_pretrained)")
     if name.startswith((".", "/", "~")) or path.suffix or name.count("/") > 1:
         fail(f"checkpoint folder {name} does not exist; pass a folder saved with "
              "save_pretrained, a hub id such as bert-base-cased, or leave --checkpoint out "
              "for the embedded tiny BERT")
-    cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
-    if not cached and hub_out_of_reach():
+    cached = try_to_load_from_cache(name, "config.json")
+    if not isinstance(cached, str) and hub_out_of_reach():
         fail(f"checkpoint {name!r} is a Hugging Face Hub id, but the hub cannot be reached "
              "and it is not in the local cache; leave --checkpoint out to use the embedded "
              "tiny BERT, or pass a local folder saved with save_pretrained")
+    if isinstance(cached, str):
+        check_classification_head(Path(cached), name)
     return name
+
+
+def check_classification_head(config_file, name):
+    """Exit with one error line unless transformers has a sequence-classification head for the
+    checkpoint's kind of model (its config's model_type): BERT, RoBERTa, DistilBERT, GPT-2,
+    BART, T5, Llama and about 120 more have one; an image model, a speech model or a bare
+    encoder-decoder pairing ("encoder-decoder") has none."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES)
+    try:
+        kind = json.loads(Path(config_file).read_text()).get("model_type")
+    except (OSError, ValueError):
+        return  # an unreadable config: transformers' own error says why, when it loads it
+    if kind and kind not in MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES:
+        fail(f"checkpoint {name}: its model_type is {kind!r}, for which transformers has no "
+             "sequence-classification head (AutoModelForSequenceClassification); pass a "
+             "checkpoint of a text model that has one, such as bert-base-cased, roberta-base, "
+             "distilbert-base-cased or gpt2")
 
 
 def check_checkpoint_folder(path, name):
@@ -47,13 +71,14 @@ def check_checkpoint_folder(path, name):
     save = f"model.save_pretrained({name!r}) and tokenizer.save_pretrained({name!r})"
     if "config.json" not in files:
         fail(f"checkpoint folder {name} has no config.json: save the model there with {save}")
+    check_classification_head(path / "config.json", name)
     if not files & WEIGHT_FILES:
         fail(f"checkpoint folder {name} has a config.json but no weights ({', '.join(sorted(WEIGHT_FILES))}): "
              f"save them with model.save_pretrained({name!r})")
     if not files & TOKENIZER_FILES:
         fail(f"checkpoint folder {name} has no tokenizer files (tokenizer.json, vocab.txt, ...): "
              f"save the tokenizer that goes with the model there with tokenizer.save_pretrained({name!r})")
-    tokenizer = load_tokenizer(str(path))
+    tokenizer = open_tokenizer(str(path))
     try:
         rows = json.loads((path / "config.json").read_text())["vocab_size"]
     except (ValueError, KeyError):
@@ -65,7 +90,26 @@ def check_checkpoint_folder(path, name):
 
 
 def load_tokenizer(checkpoint):
-    """Return AutoTokenizer.from_pretrained(checkpoint), or exit with one error line."""
+    """Return AutoTokenizer.from_pretrained(checkpoint), or exit with one error line. A
+    tokenizer without a padding token (GPT-2's) pads with its end-of-text token, as the
+    Hugging Face docs do for GPT-2, and says so in one note line; the steps then give the
+    model that token's id (model.config.pad_token_id)."""
+    tokenizer = open_tokenizer(checkpoint)
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            fail(f"the tokenizer of {checkpoint!r} has neither a padding token nor an "
+                 "end-of-text token to pad with; save one with tokenizer.add_special_tokens("
+                 "{'pad_token': '[PAD]'}) and a model whose embeddings include it")
+        tokenizer.pad_token = tokenizer.eos_token
+        if os.environ.get("RANK", "0") == "0":  # one note per run, not one per process
+            print(f"note: the tokenizer of {Path(checkpoint).name} has no padding token: it pads "
+                  f"with its end-of-text token {tokenizer.eos_token!r} (id "
+                  f"{tokenizer.eos_token_id}), and the model is told so", flush=True)
+    return tokenizer
+
+
+def open_tokenizer(checkpoint):
+    """Return AutoTokenizer.from_pretrained(checkpoint) as it is, or exit with one error line."""
     try:
         return AutoTokenizer.from_pretrained(checkpoint)
     except (OSError, ValueError) as error:

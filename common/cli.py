@@ -96,15 +96,46 @@ def parse_args(argv=None, description=None):
     args = parser.parse_args(argv)
     # before any data or model is loaded: fail fast, in one line, and lose nothing
     check_dataset_name(args.dataset)
+    check_cache_folders()
     check_output_dir(args.output_dir)
     return args
 
 
 def check_dataset_name(name):
     """Exit with one error line unless name is 'embedded', 'glue' or an existing folder."""
-    if name not in ("embedded", "glue") and not Path(name).is_dir():
-        fail(f"unknown dataset {name!r}: use 'embedded' (the default), 'glue', or a folder "
-             "with train and validation files (csv, json/jsonl or parquet, or GLUE's .tsv)")
+    if name in ("embedded", "glue") or Path(name).is_dir():
+        return
+    if Path(name).exists():
+        fail(f"--dataset {name} is a file, not a folder; pass the folder that holds the train "
+             "and validation files (csv, json/jsonl or parquet, or GLUE's train.tsv and dev.tsv)")
+    fail(f"unknown dataset {name!r}: use 'embedded' (the default), 'glue', or a folder "
+         "with train and validation files (csv, json/jsonl or parquet, or GLUE's .tsv)")
+
+
+def check_cache_folders():
+    """Exit with one error line unless the Hugging Face caches that every run writes to (the
+    datasets cache, where the tokenized pairs go, and the modules cache, where evaluate and
+    datasets copy the metric's module) can be created and written: a shared machine's broken
+    HF_HOME would otherwise end the run in a traceback, after the model has loaded."""
+    import datasets.config
+    import evaluate.config
+    for folder, variable in ((datasets.config.HF_DATASETS_CACHE, "HF_DATASETS_CACHE"),
+                             (evaluate.config.HF_MODULES_CACHE, "HF_MODULES_CACHE")):
+        folder = Path(folder)
+        name = next((name for name in (variable, "HF_HOME", "XDG_CACHE_HOME")
+                     if os.environ.get(name)), None)
+        setting = f"{name}={os.environ[name]}" if name else "the default"
+        fix = (f"set {name} to a folder you can write to, or unset it" if name else
+               "set HF_HOME to a folder you can write to")
+        blocker = next((p for p in [folder, *folder.parents] if p.exists()), None)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tempfile.TemporaryFile(dir=folder).close()
+        except OSError as error:
+            why = (f"{blocker} is a file" if blocker is not None and not blocker.is_dir()
+                   else error.strerror or str(error))
+            fail(f"the Hugging Face cache folder {folder} (from {setting}) cannot be used: "
+                 f"{why}; {fix}")
 
 
 def check_output_dir(folder):

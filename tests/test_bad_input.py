@@ -59,16 +59,24 @@ def glue_tsv(tmp_path, header="Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", ext
     return ["--dataset", str(folder)]
 
 
-def checkpoint(tmp_path, without=(), tokenizer_from=None):
+def checkpoint(tmp_path, without=(), tokenizer_from=None, model_type=None):
     folder = tmp_path / "my-bert"
     shutil.copytree(EMBEDDED_CHECKPOINT, folder)
     for name in without:
         (folder / name).unlink()
+    if model_type:  # a config of a model without a text classification head
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps(dict(config, model_type=model_type)))
     if tokenizer_from:  # a tokenizer that is not the model's own: 10 tokens for 2,048 rows
         vocab = "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "e"])
         (folder / "tokenizer.json").unlink()
         (folder / "vocab.txt").write_text(vocab + "\n")
     return ["--checkpoint", str(folder)]
+
+
+def a_file(tmp_path):
+    (tmp_path / "train.csv").write_text("sentence1,sentence2,label\n")
+    return tmp_path / "train.csv"
 
 
 def files(tmp_path, *names, text):
@@ -134,6 +142,13 @@ CASES = {
     "checkpoint without config": ("checkpoint", lambda t: checkpoint(t, without=["config.json"]),
                                   "has no config.json"),
     "missing checkpoint folder": ("checkpoint", lambda t: ["--checkpoint", "./no/such/folder"], "does not exist"),
+    "checkpoint is a file": ("checkpoint", lambda t: ["--checkpoint", str(a_file(t))],
+                             "is a file, not a folder; pass the folder that holds config.json"),
+    "checkpoint of an image model": ("checkpoint", lambda t: checkpoint(t, model_type="vit"),
+                                     "its model_type is 'vit', for which transformers has no "
+                                     "sequence-classification head"),
+    "dataset is a file": ("flag", lambda t: ["--dataset", str(a_file(t))],
+                          "is a file, not a folder; pass the folder that holds the train"),
     "hub checkpoint offline": ("checkpoint", lambda t: ["--checkpoint", "bert-base-cased"], "cannot be reached"),
     "output folder is a file": ("output", file_as_output, "is a file, not a folder"),
     "output folder cannot be made": ("output", lambda t: ["--output-dir", "/proc/course-run"],
@@ -234,6 +249,29 @@ def test_a_real_process_exits_with_one_line_on_stderr(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0]
     assert "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "out" / "metrics.json").exists()
+
+
+@pytest.mark.runs
+@pytest.mark.parametrize("setting", ["HF_HOME is a file", "HF_DATASETS_CACHE cannot be made"])
+def test_a_broken_cache_setting_is_refused_in_one_line_before_anything_loads(tmp_path, setting):
+    # a shared machine's cache variables, read by the libraries when they are imported: a
+    # real process, started with them
+    a_file(tmp_path)
+    variable, value, expected = {
+        "HF_HOME is a file": ("HF_HOME", tmp_path / "train.csv",
+                              f"(from HF_HOME={tmp_path / 'train.csv'}) cannot be used: "
+                              f"{tmp_path / 'train.csv'} is a file; set HF_HOME to a folder"),
+        "HF_DATASETS_CACHE cannot be made": ("HF_DATASETS_CACHE", "/proc/course-cache",
+                                             "cannot be used: No such file or directory; set "
+                                             "HF_DATASETS_CACHE to a folder you can write to"),
+    }[setting]
+    result = run_step(1, tmp_path / "out", **{variable: str(value)})
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not (tmp_path / "out").exists()  # refused before the output folder is made
+    BAD_INPUT_ROWS.append(("cache", setting, lines[0]))
 
 
 def test_glue_tsv_files_load_as_they_are_and_train(in_process, tmp_path):

@@ -104,3 +104,49 @@ def test_the_pair_objective_restates_a_sentence_by_one_part_between_commas():
     # a restated B is drawn for 15 % of the pairs (one draw in [0.2, 0.35)); a few of those
     # come out as A itself (a sentence without commas whose 50 donors offer no new part)
     assert 40 <= restated <= 110
+
+
+# checkpoints of other families, built here (tests/helpers/tiny_checkpoints.py): steps 1 and
+# 4 train them as they train the embedded BERT; BART and T5 (encoder-decoders that have a
+# classification head) on step 1
+FAMILIES = {1: ("gpt2", "roberta", "distilbert", "bart", "t5"), 4: ("gpt2", "roberta", "distilbert")}
+
+
+@pytest.fixture(scope="module")
+def other_families(tmp_path_factory):
+    """{step: ({family: lab.Run}, the folder of its runs)}: each step's runs of the tiny
+    checkpoints, one launch a step."""
+    import tiny_checkpoints
+    from accelerate_course import lab
+    from conftest import STEPS
+    folder = tmp_path_factory.mktemp("families")
+    built = {kind: tiny_checkpoints.build(kind, folder / kind) for kind in tiny_checkpoints.KINDS}
+    return {step: (lab.run_scripts(step, {kind: (STEPS[step], {}, [
+        "--max-train-steps", "6", "--checkpoint", built[kind]]) for kind in kinds},
+        folder / f"step{step}", env=lab.LAUNCH_ENV.get(step)), folder / f"step{step}")
+        for step, kinds in FAMILIES.items()}
+
+
+@pytest.mark.runs
+@pytest.mark.parametrize("step", sorted(FAMILIES))
+def test_checkpoints_of_other_families_train(other_families, step):
+    runs, _ = other_families[step]
+    assert sorted(runs) == sorted(FAMILIES[step])
+    for kind, run in runs.items():
+        assert run.error is None, (kind, run.error)
+        assert len(run.losses) == 6 and len(run.predictions) == 408, kind
+        assert run.processes == (1 if step == 1 else 2), kind
+        if step == 4:  # fixed shapes with every family's own padding token
+            assert run.lengths == [128], (kind, run.lengths)
+
+
+@pytest.mark.runs
+def test_a_tokenizer_without_a_padding_token_pads_with_its_end_of_text_token(other_families):
+    # GPT-2's tokenizer has no padding token: one note line says what pads instead, on one
+    # process only (step 4 runs 2)
+    for step in FAMILIES:
+        _, folder = other_families[step]
+        notes = [line for out in sorted((folder / "gpt2").glob("rank*.out"))
+                 for line in out.read_text().splitlines() if line.startswith("note: the tokenizer")]
+        assert notes == ["note: the tokenizer of gpt2 has no padding token: it pads with its "
+                         "end-of-text token '<|endoftext|>' (id 0), and the model is told so"], notes
