@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from accelerate_course import lab
+from accelerate_course import lab, running
 from accelerate_course.steps import FOLDERS, TRAIN_PY as STEP_FILE
 
 # seconds one launch of the grader may run (the student's runs, the lesson's, or the unseen
@@ -325,6 +325,26 @@ def before_launch(path):
     return []
 
 
+def graded_within(args, folder):
+    """Return the Checks of the student's file: its runs graded, or one failing Check when a
+    launch ran past the time limit."""
+    try:
+        return grade(args.step, "yours", runs_for(args.step, {"yours": args.file.resolve()},
+                                                  folder, time_limit=args.time_limit))
+    except running.TimeLimitReached as stopped:
+        return [Check(f"it finishes within the time limit ({args.time_limit} s)", False,
+                      f"the run was {stopped}, and was stopped with every process it had "
+                      f"started: a loop that never ends, or a process waiting for the "
+                      f"others? (on a slow machine: --time-limit with more seconds)")]
+
+
+def remove_references(folder):
+    """Remove the lesson's own runs (the student's stay, to read): no later run on this
+    machine finds the lesson's outputs."""
+    for reference in [*folder.glob("*/lesson"), *folder.glob("*/step1"), folder / "step3"]:
+        shutil.rmtree(reference, ignore_errors=True)
+
+
 def main():
     parser = argparse.ArgumentParser(prog="python -m accelerate_course.check",
                                      description=__doc__.splitlines()[0])
@@ -340,20 +360,14 @@ def main():
     folder = Path(tempfile.mkdtemp(prefix=f"check-step{args.step}-"))
     print(f"checking {args.file} as step {args.step} (the runs: {folder})", flush=True)
     checks = before_launch(args.file)
-    if not checks:
-        try:
-            runs = runs_for(args.step, {"yours": args.file.resolve()}, folder,
-                            time_limit=args.time_limit)
-            checks = grade(args.step, "yours", runs)
-        except lab.TimeLimitReached as stopped:
-            checks = [Check(f"it finishes within the time limit ({args.time_limit} s)", False,
-                            f"the run was {stopped}, and was stopped with every process it had "
-                            f"started: a loop that never ends, or a process waiting for the "
-                            f"others? (on a slow machine: --time-limit with more seconds)")]
-    # the reference's runs are removed (the student's stay, to read): no later run on this
-    # machine finds the lesson's outputs
-    for reference in [*folder.glob("*/lesson"), *folder.glob("*/step1"), folder / "step3"]:
-        shutil.rmtree(reference, ignore_errors=True)
+    try:
+        with running.stop_together():
+            if not checks:
+                checks = graded_within(args, folder)
+    except running.Stopped as stop:
+        remove_references(folder)
+        running.end_command(stop, f"the check of {args.file} was stopped: no grade")
+    remove_references(folder)
     for check in checks:
         print(f"  {'pass' if check.passed else 'FAIL'}  {check.name}"
               + ("" if check.passed else f"\n        hint: {check.hint}"))

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from accelerate_course import running
+from accelerate_course.launching import accelerate_launch, torchrun
 from accelerate_course.steps import FOLDERS, REPO
 from common.launch import free_port
 
@@ -109,7 +111,6 @@ def launch_command(step, plan_path, processes=None, launcher=None, use_cpu=True)
     with the course's one-process config (which gives its process one thread)."""
     n = processes or PROCESSES[step]
     driver = [str(DRIVER), str(plan_path)]
-    from accelerate_course.run_course import accelerate_launch, torchrun
     if launcher == "accelerate" and n == 1:
         return accelerate_launch(1) + driver, {}
     if step == 4 or n == 1:
@@ -150,46 +151,25 @@ def measure_plan(plan_path, processes):
             for run in plan["runs"]}
 
 
-class TimeLimitReached(Exception):
-    """A launch ran past its time limit; it was stopped, with every process it had started."""
-
-    def __init__(self, seconds):
-        super().__init__(f"still running after {seconds:.0f} s")
-        self.seconds = seconds
-
-
 def run_within(launches, seconds):
-    """Run launches ([(command, environment), ...]) side by side from the repository root;
-    return (their outputs, stdout and stderr together, one after the other; the first
-    non-zero exit code, or 0). Past `seconds` all are killed with every process they started,
-    and TimeLimitReached is raised: accelerate launch and torchrun start their workers in
-    sessions of their own, so killing a process group would leave them running; the process
-    tree is walked instead."""
-    import psutil
-    processes = [subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True)
-                 for command, env in launches]
-    deadline = time.monotonic() + seconds
-    outputs = []
-    try:
-        for process in processes:
-            outputs.append(process.communicate(timeout=max(0.1, deadline - time.monotonic()))[0])
-    except subprocess.TimeoutExpired:
-        tree = []
-        for process in processes:
-            try:
-                tree += psutil.Process(process.pid).children(recursive=True)
-            except psutil.NoSuchProcess:
-                pass
-        for member in [*tree, *processes]:
-            try:
-                member.kill()
-            except psutil.NoSuchProcess:
-                pass
-        for process in processes:
-            process.communicate()
-        psutil.wait_procs(tree, timeout=10)
-        raise TimeLimitReached(seconds)
+    """Run launches ([(command, environment), ...]) side by side from the repository root
+    (accelerate_course/running.py: each in a process group of its own, so that a stop signal
+    reaches every process once); return (their outputs, stdout and stderr together, one after
+    the other; the first non-zero exit code, or 0). Past `seconds` every process they started
+    is killed and running.TimeLimitReached raised; on a stop signal, running.Stopped."""
+    with tempfile.TemporaryDirectory() as folder:
+        files = [open(Path(folder) / f"launch{i}.out", "w+") for i in range(len(launches))]
+        try:
+            processes = running.run([(command, dict(cwd=REPO, env=env, stdout=out,
+                                                    stderr=subprocess.STDOUT, text=True))
+                                     for (command, env), out in zip(launches, files)], seconds)
+            outputs = []
+            for out in files:
+                out.seek(0)
+                outputs.append(out.read())
+        finally:
+            for out in files:
+                out.close()
     codes = [process.returncode for process in processes]
     return "".join(outputs), next((code for code in codes if code), 0)
 
@@ -201,7 +181,6 @@ def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
     as the README's command), or torchrun --nnodes 2 (with one thread per process, which
     accelerate launch sets by itself); machine_env(rank): what else that machine's launcher
     sees (a cluster's variables). Return {name: measurement}."""
-    from accelerate_course.run_course import accelerate_launch
     plan_path = write_plan(step, scripts, folder, flags, 2)
     port = free_port()
     launches = []
@@ -235,7 +214,7 @@ def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None
                 launcher=None, use_cpu=True, time_limit=900):
     """Run scripts ({name: path or (path, env)}) as step `step` runs, all in one launch;
     return {name: measurement} (see measure). folder keeps every report. Past time_limit
-    seconds the launch is stopped, every process of it, and TimeLimitReached raised."""
+    seconds the launch is stopped, every process of it, and running.TimeLimitReached raised."""
     n = processes or PROCESSES[step]
     plan_path = write_plan(step, scripts, folder, flags, n)
     command, launch_env = launch_command(step, plan_path, n, launcher, use_cpu)

@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 
 
-from accelerate_course import lab
+from accelerate_course import lab, running
 from accelerate_course.maintain import update_readme
-from accelerate_course.run_course import describe_machine
+from accelerate_course.launching import describe_machine
 
 LAUNCHES = {1: "1 process (python)", 2: "2 CPU processes (accelerate launch)",
             3: "2 CPU processes (accelerate launch, the course's config, without ACCELERATE_USE_CPU)",
@@ -93,15 +93,22 @@ def main():
     args = parser.parse_args()
     folder = Path(args.output_dir or tempfile.mkdtemp(prefix="whatif-"))
     blocks = {}
-    for step in args.step:
-        print(f"\nStep {step}: {LAUNCHES[step]}, {lab.train_steps(lab.SHORT_RUN)} optimizer "
-              f"steps each (reports in {folder / f'step{step}'})\n", flush=True)
-        try:
-            rows, _ = lab.what_if(step, folder / f"step{step}")
-        except lab.PatchError as error:
-            sys.exit(f"error: {error}")
-        blocks[step] = block(step, rows)
-        print(plain_text(step, rows), flush=True)
+    try:
+        with running.stop_together():
+            for step in args.step:
+                print(f"\nStep {step}: {LAUNCHES[step]}, {lab.train_steps(lab.SHORT_RUN)} "
+                      f"optimizer steps each (reports in {folder / f'step{step}'})\n", flush=True)
+                try:
+                    rows, _ = lab.what_if(step, folder / f"step{step}")
+                except lab.PatchError as error:
+                    sys.exit(f"error: {error}")
+                blocks[step] = block(step, rows)
+                print(plain_text(step, rows), flush=True)
+    except running.Stopped as stop:
+        later = [str(s) for s in args.step if s > step]
+        running.end_command(stop, f"the what-if lab was stopped during step {step}"
+                            + (f"; step{'s' if len(later) > 1 else ''} {', '.join(later)} "
+                               "not started" if later else ""))
     print(f"Measured on {describe_machine()}.")
     if args.readme:
         changed = update_readme.write_pages(whatif_tables=blocks)

@@ -115,7 +115,7 @@ def test_step4_runs_while_29500_is_held(lab_runs):
 def test_a_mac_with_apple_silicon_gets_a_plan_that_says_mps():
     # steps 1 and 2 pick mps by themselves (cuda, else mps, else cpu); the plan says so, and
     # steps 3 and 4 run on CPU processes, as without a GPU (not run here: no Mac)
-    from accelerate_course.run_course import plan
+    from accelerate_course.launching import plan
     planned = plan(0, mps=True)
     assert planned[1].where == planned[2].where == "1 process on Apple's GPU (mps)"
     assert planned[3].where.startswith("2 processes on the CPU (gloo)")

@@ -1,6 +1,6 @@
 """GPUs this torch cannot use, and cluster launches, simulated on a machine without either.
 
-- The course runner's GPU check (accelerate_course.run_course.gpu_problem) is given a torch whose CUDA
+- The course runner's GPU check (accelerate_course.torch_build.gpu_problem) is given a torch whose CUDA
   answers are those of the machine simulated (a P100, a V100, an H200, a driver too old for
   the build, a CPU build beside an NVIDIA driver); the decision uses torch's own table of which
   compiled code runs on which compute capability (torch/cuda/__init__.py, torch 2.13.0).
@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from conftest import DETERMINISTIC, STEPS, assert_ok, read_metrics, run_command, run_step
-from accelerate_course.run_course import accelerate_launch, gpu_problem, nvidia_driver
+from accelerate_course.launching import accelerate_launch
+from accelerate_course.torch_build import gpu_problem, nvidia_driver
 
 # the x86-64 CUDA 13.0 build's compiled architectures, from torch's own table of its releases
 CUDA13_ARCHS = [f"sm_{cc}" for cc in sorted(torch.cuda.PYTORCH_RELEASES_CODE_CC["13.0"]["x86_64"])]
@@ -90,10 +91,10 @@ def test_a_cpu_build_beside_an_nvidia_driver_says_how_to_get_the_gpu(driver):
 
 
 def test_the_runner_puts_an_unusable_gpu_aside_and_says_why(monkeypatch, driver):
-    from accelerate_course import run_course
-    monkeypatch.setattr(run_course, "gpu_problem", lambda torch: "GPU 0 (Tesla P100) has no kernels")
+    from accelerate_course import launching
+    monkeypatch.setattr(launching, "gpu_problem", lambda torch: "GPU 0 (Tesla P100) has no kernels")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    gpus, tpu, mps, words = run_course.machine()
+    gpus, tpu, mps, words = launching.machine()
     assert (gpus, tpu, mps) == (0, False, False)
     assert words.endswith("; GPU 0 (Tesla P100) has no kernels")
     import os
@@ -210,3 +211,20 @@ def test_the_gpu_check_without_a_gpu_says_so_in_one_line():
     assert (result.stdout + result.stderr).strip() == (
         "error: no CUDA GPU here (torch.cuda.is_available() is False); make gpu-check runs on a "
         "machine with an NVIDIA GPU")
+
+
+@pytest.mark.runs
+def test_a_rehearsal_of_the_gpu_check_on_a_cpu_says_no_for_every_gpu_row(tmp_path):
+    # every row runs for real (3 optimizer steps) on this machine, which has no GPU: each
+    # verdict comes from the row's own run (the device its step reports), so every row that
+    # needs the GPU says NO, and the one CPU row (the README's 2 CPU processes) holds
+    from accelerate_course.launching import plan
+    from accelerate_course.maintain import gpu_check
+    rows = gpu_check.check_rows(plan(1), ("--max-train-steps", "3"), tmp_path)
+    assert [row.name for row in rows] == ["step1", "step2", "step3-gpu", "step3-cpu", "step4",
+                                         "step4-1"]
+    assert all(row.accuracy != "FAILED" for row in rows), rows  # each ran to its end
+    assert [row.name for row in rows if row.on_gpu and row.holds] == []
+    assert [row.name for row in rows if not row.on_gpu] == ["step3-cpu"]
+    assert all(row.holds for row in rows if not row.on_gpu), rows
+    assert {row.device for row in rows} <= {"cpu", "cpu:0"}

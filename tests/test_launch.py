@@ -24,7 +24,7 @@ from common.launch import free_port
 
 from accelerate_course import lab
 from conftest import REPO, STEPS, offline_env, run_command, run_step, slurm_task
-from accelerate_course.run_course import accelerate_launch, plan
+from accelerate_course.launching import accelerate_launch, plan
 
 VALIDATION_SIZE = 408
 

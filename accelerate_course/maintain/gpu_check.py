@@ -13,6 +13,10 @@ What it runs, each as a class would, on the embedded default (full runs):
     one GPU, which it must put on the CPU and say so), and with --num-processes 1 (what
     notebook_launcher does in a Colab notebook with one GPU: the function in the notebook's
     own process, on the GPU).
+Each row's verdict comes from what that row's own run wrote and printed: the device the step
+itself reports (metrics.json's "device": str(device) in step 1, str(accelerator.device) from
+step 2 on), its processes, its counts, its own lines. A rehearsal on a machine without a GPU
+(--rehearse) runs every row and must say NO for every row that needs the GPU (a test does).
 The table names the machine and the versions it ran on. With no GPU it says so in one line
 and exits 1; it exits 1 too when a row does not do what it must.
 
@@ -28,9 +32,13 @@ import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import NamedTuple
 
-from accelerate_course.run_course import (FOLDERS, Launch, accelerate_launch, compare,
-                              cpu_name, gpu_problem, machine, nvidia_driver, plan, run_step)
+from accelerate_course import running
+from accelerate_course.launching import Launch, accelerate_launch, cpu_name, machine, plan
+from accelerate_course.run_course import StepRun, compare, run_round
+from accelerate_course.steps import FOLDERS
+from accelerate_course.torch_build import gpu_problem, nvidia_driver
 
 PACKAGES = ("torch", "transformers", "accelerate", "datasets", "evaluate", "tokenizers",
             "huggingface_hub")
@@ -48,14 +56,85 @@ def versions():
     return ", ".join(found)
 
 
-def device_of(output):
-    """Return the device a run reports (Accelerate's state print, steps 3 and 4: 'Device:
-    cuda:0'); steps 1 and 2 print none: they pick cuda whenever torch.cuda.is_available()."""
-    for line in output.splitlines():
-        if line.startswith("Device: "):
-            return line.split(": ", 1)[1]
-    import torch
-    return f"{'cuda' if torch.cuda.is_available() else 'cpu'} (the step picks it)"
+class Row(NamedTuple):
+    """One row of the table: a run, what it must do, and whether its own output says it did."""
+    name: str
+    how: str
+    device: str  # the device the run itself reports
+    processes: str
+    accuracy: str
+    f1: str
+    seconds: float
+    must: str
+    holds: bool
+    on_gpu: bool  # a row that can only hold where a GPU is
+
+
+def device_of(metrics, output):
+    """Return the device a run reports: its metrics.json's "device", else Accelerate's state
+    line ('Device: cuda:0'), else '-' (it wrote and printed none)."""
+    if metrics and metrics.get("device"):
+        return metrics["device"]
+    return next((line.split(": ", 1)[1] for line in output.splitlines()
+                 if line.startswith("Device: ")), "-")
+
+
+def on_cuda(metrics, output):
+    return device_of(metrics, output).startswith("cuda")
+
+
+def check_rows(launches, step_flags, out):
+    """Run every row (each as make course runs a step, its log in out/<row>/step<N>/train.log)
+    and return the Rows, each judged by its own run."""
+    step = {n: f"{FOLDERS[n]}/train.py" for n in FOLDERS}
+    one_gpu = Launch("accelerate launch", accelerate_launch(1) + [step[3]], {}, 1, "GPU 0")
+    readme_step4 = Launch("notebook_launcher", [sys.executable, step[4]], {}, 2, "as asked")
+    results = {}
+    # name, how, launch, must, holds(metrics, output), needs a GPU, flags of its own
+    rows = [
+        ("step1", "`python` (make course: --deterministic)", launches[1], "runs on the GPU",
+         on_cuda, True, ()),
+        ("step2", "`python` (make course: --deterministic)", launches[2],
+         "on the GPU, identical to step 1", lambda m, o: on_cuda(m, o)
+         and results.get("step1") is not None and compare(results["step1"], m, None)[1],
+         True, ()),
+        ("step3-gpu", "`accelerate launch --config_file configs/1-process.yaml`", one_gpu,
+         "1 process on the GPU, 408 kept", lambda m, o: on_cuda(m, o) and m["num_processes"] == 1
+         and len(m["predictions"]) == 408, True, ()),
+        ("step3-cpu", "the README's 2 CPU processes (`ACCELERATE_USE_CPU=1`)", launches[3],
+         "2 processes on the CPU, 416 gathered, 408 kept", lambda m, o: m["num_processes"] == 2
+         and device_of(m, o).startswith("cpu") and m.get("eval_gathered") == 416
+         and len(m["predictions"]) == 408, False, ()),
+        ("step4", "`python step4_tpu_notebook/train.py` (2 processes asked)", readme_step4,
+         "the CPU, saying so in one line", lambda m, o: m["num_processes"] == 2
+         and device_of(m, o).startswith("cpu")
+         and "note: 2 processes asked for and 1 GPU here" in o, True, ()),
+        ("step4-1", "`--num-processes 1` (Colab's one-GPU branch: in place)", readme_step4,
+         "1 process on the GPU", lambda m, o: on_cuda(m, o) and m["num_processes"] == 1, True,
+         ("--num-processes", "1")),
+    ]
+    judged = []
+    for name, how, launch, must, holds, needs_gpu, flags in rows:
+        run = StepRun(int(name[len("step")]), launch, [*step_flags, *flags], out / name)
+        run_round([run])
+        output = run.log.read_text(errors="replace")
+        results[name] = metrics = run.metrics
+        row = Row(name, how, device_of(metrics, output),
+                  str(metrics["num_processes"]) if metrics else "-",
+                  f"{metrics['accuracy']:.4f}" if metrics else "FAILED",
+                  f"{metrics['f1']:.4f}" if metrics else "-", run.seconds, must,
+                  metrics is not None and bool(holds(metrics, output)), needs_gpu)
+        judged.append(row)
+        print(markdown_row(row), flush=True)
+        if metrics is None:
+            print("    " + "\n    ".join(output.strip().splitlines()[-5:]), flush=True)
+    return judged
+
+
+def markdown_row(row):
+    cells = [row.name, row.how, row.device, row.processes, row.accuracy, row.f1,
+             f"{row.seconds:.0f}", row.must, "yes" if row.holds else "**NO**"]
+    return "| " + " | ".join(cells) + " |"
 
 
 def main():
@@ -65,7 +144,7 @@ def main():
     parser.add_argument("--write", help="a page to write the table into (between its markers)")
     parser.add_argument("--rehearse", action="store_true",
                         help="run every row on this machine without a GPU, to check the script "
-                             "itself (the GPU rows' 'must' cannot hold then)")
+                             "itself (every row that needs the GPU must then say NO)")
     parser.add_argument("--step-flags", default="",
                         help="flags for every step, e.g. '--max-train-steps 20' (a rehearsal)")
     args = parser.parse_args()
@@ -81,7 +160,6 @@ def main():
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")
     gpus, tpu, mps, hardware = machine()
     launches = plan(max(gpus, 1), tpu)  # a rehearsal plans as if for one GPU
-    out = Path(args.output_dir)
     lines = [f"Machine: {hardware} ({cpu_name()}), NVIDIA driver "
              f"{nvidia_driver()}; Python {platform.python_version()}; {versions()}.", "",
              "The plan `make course` prints here:", "", "```text"]
@@ -89,48 +167,12 @@ def main():
               launches.items()]
     lines += ["```", "", "| run | how | device | processes | accuracy | F1 | wall s | must | holds |",
               "|---|---|---|---|---|---|---|---|---|"]
-    failed = False
-    results = {}
-
-    def row(name, how, launch, must, check, flags=()):
-        nonlocal failed
-        # as make course runs a step (its log in out/<name>/step<N>/train.log)
-        metrics, seconds, log, _ = run_step(int(name[len("step")]), launch,
-                                            [*step_flags, *flags], out / name)
-        output = log.read_text(errors="replace")
-        results[name] = metrics
-        holds = metrics is not None and check(metrics, output)
-        failed |= not holds
-        cells = [name, how, device_of(output),
-                 str(metrics["num_processes"]) if metrics else "-",
-                 f"{metrics['accuracy']:.4f}" if metrics else "FAILED",
-                 f"{metrics['f1']:.4f}" if metrics else "-", f"{seconds:.0f}", must,
-                 "yes" if holds else "**NO**"]
-        lines.append("| " + " | ".join(cells) + " |")
-        print(lines[-1], flush=True)
-        if metrics is None:
-            print("    " + "\n    ".join(output.strip().splitlines()[-5:]), flush=True)
-
-    step = {n: f"{FOLDERS[n]}/train.py" for n in FOLDERS}
-    row("step1", "`python` (make course: --deterministic)", launches[1], "runs on the GPU",
-        lambda m, o: True)
-    row("step2", "`python` (make course: --deterministic)", launches[2],
-        "identical to step 1", lambda m, o: results["step1"] is not None
-        and compare(results["step1"], m, None)[1])
-    one_gpu = Launch("accelerate launch", accelerate_launch(1) + [step[3]], {}, 1, "GPU 0")
-    row("step3-gpu", "`accelerate launch --config_file configs/1-process.yaml`", one_gpu,
-        "1 process on the GPU, 408 kept", lambda m, o: m["num_processes"] == 1
-        and len(m["predictions"]) == 408 and "cuda" in device_of(o))
-    row("step3-cpu", "the README's 2 CPU processes (`ACCELERATE_USE_CPU=1`)", launches[3],
-        "2 processes, 416 gathered, 408 kept", lambda m, o: m["num_processes"] == 2
-        and m.get("eval_gathered") == 416 and len(m["predictions"]) == 408)
-    readme_step4 = Launch("notebook_launcher", [sys.executable, step[4]], {}, 2, "as asked")
-    row("step4", "`python step4_tpu_notebook/train.py` (2 processes asked)", readme_step4,
-        "the CPU, saying so in one line", lambda m, o: m["num_processes"] == 2
-        and "note: 2 processes asked for and 1 GPU here" in o)
-    row("step4-1", "`--num-processes 1` (Colab's one-GPU branch: in place)", readme_step4,
-        "1 process on the GPU", lambda m, o: m["num_processes"] == 1 and "cuda" in device_of(o),
-        flags=("--num-processes", "1"))
+    try:
+        with running.stop_together():
+            rows = check_rows(launches, step_flags, Path(args.output_dir))
+    except running.Stopped as stop:
+        running.end_command(stop, "the GPU check was stopped: no table")
+    lines += [markdown_row(row) for row in rows]
     if args.rehearse:
         lines.insert(0, "A rehearsal on a machine without a GPU: it checks this script, not a GPU.\n")
     table = "\n".join(lines)
@@ -143,7 +185,7 @@ def main():
         stamp = time.strftime("%Y-%m-%d")
         page.write_text(f"{before}{BEGIN}\nRun on {stamp}:\n\n{table}\n{END}{after}")
         print(f"\nwritten into {page}")
-    sys.exit(1 if failed else 0)
+    sys.exit(0 if all(row.holds for row in rows) else 1)
 
 
 if __name__ == "__main__":

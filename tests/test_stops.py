@@ -1,0 +1,152 @@
+"""One Ctrl-C stops a whole course command: the commands that run launches one after another
+(make course, make what-if, make check, the benchmark, make test-classroom) stop at once, the
+running step says so in its own line, the command in one line, no later launch starts, no
+process is left (accelerate_course/running.py). Each test starts the command as a terminal
+starts a job (a session of its own), waits until a launch is under way, and sends the real
+signal: SIGINT to the whole process group, as Ctrl-C does, or SIGTERM to the command's own pid,
+as kill does. Every process the command started, however deep, is watched while it runs and
+must be gone at the end.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from conftest import REPO, STEPS, offline_env
+
+pytestmark = pytest.mark.runs
+
+
+def stop_mid_run(command, ready, sig, to_group, **env):
+    """Start command; when ready(its output so far) is true and a step is running, send sig
+    (to its process group, or to its pid); return (exit code, output, the processes it had
+    started that are still there)."""
+    log = REPO / "outputs" / f"stop-{os.getpid()}-{time.monotonic_ns()}.log"
+    log.parent.mkdir(exist_ok=True)
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, cwd=REPO, env=offline_env(**env), stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    root, seen = psutil.Process(process.pid), {}
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and process.poll() is None:
+        for member in root.children(recursive=True):
+            seen.setdefault(member.pid, member)
+        if ready(log.read_text(errors="replace")) and any(
+                "train.py" in " ".join(p.cmdline()) or "lab_driver" in " ".join(p.cmdline())
+                for p in seen.values() if p.is_running()):
+            break
+        time.sleep(0.2)
+    assert process.poll() is None, log.read_text()[-3000:]  # still running: stopped mid-run
+    time.sleep(1)  # inside the training loop, not at its first line
+    for member in root.children(recursive=True):
+        seen.setdefault(member.pid, member)
+    (os.killpg if to_group else os.kill)(process.pid, sig)
+    process.wait(timeout=120)
+    time.sleep(1)
+    output = log.read_text(errors="replace")
+    log.unlink()
+    left = [p for p in seen.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    return process.returncode, output, [" ".join(p.cmdline()) for p in left]
+
+
+def progress(text):
+    return "it/s]" in text or "s/it]" in text
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_one_signal_stops_make_course(tmp_path, sig):
+    # Ctrl-C on make course as typed (make and the runner get it, as a terminal sends it to
+    # the foreground group), or SIGTERM to the runner: during steps 1 and 2, side by side
+    folder = tmp_path / "course"
+    if sig == signal.SIGINT:
+        command, to_group = ["make", "course", f"ARGS=--output-dir {folder}"], True
+    else:
+        command = [sys.executable, "-m", "accelerate_course.run_course", "--output-dir",
+                   str(folder)]
+        to_group = False
+
+    def ready(text):
+        logs = [folder / f"step{n}" / "train.log" for n in (1, 2)]
+        return all(log.exists() and progress(log.read_text()) for log in logs)
+
+    code, output, left = stop_mid_run(command, ready, sig, to_group)
+    name = "Ctrl-C (SIGINT)" if sig == signal.SIGINT else "SIGTERM"
+    lines = [line.strip() for line in output.splitlines()]
+    step_lines = [line for line in lines if line.startswith("step 1: stopped")
+                  or line.startswith("step 2: stopped")]
+    assert step_lines == [f"step {n}: stopped by {name} before the end of the run: no metrics "
+                          "were written" for n in (1, 2)], output[-3000:]
+    assert (f"stopped by {name}: the course was stopped during steps 1 and 2; steps 3, 4 not "
+            "started: no table, no plot") in lines, output[-3000:]
+    # the runner's exit code, as a shell reports a process killed by the signal; make, killed
+    # by the same Ctrl-C, says so in its own line
+    if sig == signal.SIGINT:
+        assert code == -signal.SIGINT, code
+        assert "make: *** [Makefile" in output
+    else:
+        assert code == 128 + signal.SIGTERM
+    assert not (folder / "step3" / "train.log").exists()  # no later step started
+    assert not list(folder.glob("step*/metrics.json"))
+    assert "Traceback" not in output
+    assert left == []
+
+
+def test_sigterm_stops_make_course_during_step_3(tmp_path):
+    # a launcher (accelerate launch, whose workers run in sessions of their own) told to stop
+    folder = tmp_path / "course"
+    command = [sys.executable, "-m", "accelerate_course.run_course", "--steps", "3", "4",
+               "--output-dir", str(folder)]
+    log = folder / "step3" / "train.log"
+    code, output, left = stop_mid_run(command, lambda text: log.exists()
+                                      and progress(log.read_text()), signal.SIGTERM, False)
+    assert code == 128 + signal.SIGTERM, output[-3000:]
+    assert "step 3: stopped by SIGTERM before the end of the run: no metrics were written" \
+        in output
+    assert ("stopped by SIGTERM: the course was stopped during step 3; step 4 not started: no "
+            "table, no plot") in output
+    assert not (folder / "step4" / "train.log").exists()
+    assert left == []
+
+
+def test_ctrl_c_stops_the_what_if_lab(tmp_path):
+    folder = tmp_path / "whatif"
+    command = [sys.executable, "-m", "accelerate_course.whatif", "--step", "3", "4",
+               "--output-dir", str(folder)]
+
+    def ready(text):
+        outs = list((folder / "step3").glob("runs/*/rank0.out"))
+        return any(progress(out.read_text(errors="replace")) for out in outs)
+
+    code, output, left = stop_mid_run(command, ready, signal.SIGINT, True)
+    assert code == 128 + signal.SIGINT, output[-3000:]
+    assert output.strip().splitlines()[-1] == ("stopped by Ctrl-C (SIGINT): the what-if lab was "
+                                               "stopped during step 3; step 4 not started")
+    assert not (folder / "step4").exists()
+    assert left == []
+
+
+def test_sigterm_stops_the_grader(tmp_path):
+    command = [sys.executable, "-m", "accelerate_course.check", "3", str(STEPS[3])]
+    code, output, left = stop_mid_run(command, lambda text: "checking" in text,
+                                      signal.SIGTERM, False)
+    assert code == 128 + signal.SIGTERM, output[-3000:]
+    assert output.strip().splitlines()[-1] == (f"stopped by SIGTERM: the check of {STEPS[3]} "
+                                               "was stopped: no grade")
+    assert "pass" not in output and "FAIL" not in output
+    assert left == []
+
+
+def test_ctrl_c_stops_the_benchmark(tmp_path):
+    command = [sys.executable, "-m", "accelerate_course.maintain.benchmark", "--repeats", "1",
+               "--output-dir", str(tmp_path / "bench")]
+    logs = lambda: list((tmp_path / "bench").glob("step1-*/"))  # noqa: E731
+    code, output, left = stop_mid_run(command, lambda text: bool(logs()), signal.SIGINT, True)
+    assert code == 128 + signal.SIGINT, output[-3000:]
+    assert output.strip().splitlines()[-1] == ("stopped by Ctrl-C (SIGINT): the benchmark was "
+                                               "stopped: no table")
+    assert left == []
