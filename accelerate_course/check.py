@@ -59,9 +59,11 @@ def hint(run, reference, names=None):
 
 
 # what a crash says, and what it means in the lesson's words (without writing the answer)
-NOT_EVERY_PROCESS_GATHERED = ("one process waited in a gather that another process never "
-                              "joined: a gather is a meeting of every process, so every process "
-                              "must call it, in the same order")
+NOT_EVERY_PROCESS_GATHERED = ("a process waited in a collective that another process never "
+                              "joined (a gather, or the forward pass of the prepared model, "
+                              "whose DistributedDataParallel wrapper first broadcasts its "
+                              "buffers): every process must take part in each, in the same "
+                              "order")
 CRASH_HINTS = [
     ("Mismatch in the number of predictions",
      "the metric got more predictions than references: each process holds only its own share "
@@ -155,6 +157,10 @@ def own_share_hint(share, lesson_share):
     if not any(share):
         return "no process put the validation pairs through the model: predictions must come " \
                "from the model, evaluated by every process"
+    if sorted(share)[-1] >= lab.VALIDATION_PAIRS and sorted(share)[0] == 0:
+        return (f"one process evaluated all {lab.VALIDATION_PAIRS} pairs and the others none "
+                f"({' + '.join(map(str, share))}): prepare() gives each process its own share "
+                "of the evaluation loader, to evaluate at once and gather")
     if all(n >= lab.VALIDATION_PAIRS for n in share):
         return (f"each process evaluated all {lab.VALIDATION_PAIRS} pairs itself "
                 f"({' + '.join(map(str, share))}): the evaluation loader should give each process "

@@ -40,20 +40,24 @@ class PatchError(Exception):
 class Variant(NamedTuple):
     step: int
     name: str
-    title: str        # the patch's first line, after "What if: "
+    title: str        # the patch's first line, after "What if: " (or "Invariant: ")
+    note: str         # its next lines, before the diff, as one paragraph ("" when none)
     changes: list     # the patch's changed lines, "-old" / "+new"
     path: Path
 
 
-def variants(step):
-    """Return the what-if variants of a step, in a fixed order (the patches' names)."""
+def variants(step, kind="whatif"):
+    """Return the variants of a step in stepN_*/<kind>/ (the what-if variants, or with
+    kind="invariants" the invariants' patches), in a fixed order (the patches' names)."""
     found = []
-    for path in sorted((REPO / FOLDERS[step] / "whatif").glob("*.patch")):
+    for path in sorted((REPO / FOLDERS[step] / kind).glob("*.patch")):
         text = path.read_text()
-        title = text.splitlines()[0].removeprefix("What if: ").strip()
+        head = text.split("\n--- ", 1)[0].splitlines()
+        title = head[0].split(": ", 1)[1].strip()
+        note = " ".join(line.strip() for line in head[1:] if line.strip())
         changes = [line for line in text.splitlines()
                    if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))]
-        found.append(Variant(step, path.stem, title, changes, path))
+        found.append(Variant(step, path.stem, title, note, changes, path))
     return found
 
 
@@ -154,9 +158,9 @@ def measure_plan(plan_path, processes):
 def run_within(launches, seconds):
     """Run launches ([(command, environment), ...]) side by side from the repository root
     (accelerate_course/running.py: each in a process group of its own, so that a stop signal
-    reaches every process once); return (their outputs, stdout and stderr together, one after
-    the other; the first non-zero exit code, or 0). Past `seconds` every process they started
-    is killed and running.TimeLimitReached raised; on a stop signal, running.Stopped."""
+    reaches every process once); return [(its output, stdout and stderr together; its exit
+    code), ...]. Past `seconds` every process they started is killed and
+    running.TimeLimitReached raised; on a stop signal, running.Stopped."""
     with tempfile.TemporaryDirectory() as folder:
         files = [open(Path(folder) / f"launch{i}.out", "w+") for i in range(len(launches))]
         try:
@@ -170,8 +174,34 @@ def run_within(launches, seconds):
         finally:
             for out in files:
                 out.close()
-    codes = [process.returncode for process in processes]
-    return "".join(outputs), next((code for code in codes if code), 0)
+    return [(output, process.returncode) for output, process in zip(outputs, processes)]
+
+
+class LabLaunch(NamedTuple):
+    """One launch of the driver, ready to start: its plan, its command and environment."""
+    plan_path: Path
+    folder: Path
+    processes: int  # how many processes report (1 for step 1)
+    command: list
+    env: dict
+
+
+def prepare(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None, launcher=None,
+            use_cpu=True):
+    """Return the LabLaunch that runs scripts ({name: path, or (path, env), or (path, env,
+    flags)}) as step `step` runs (see run_scripts)."""
+    n = processes or PROCESSES[step]
+    plan_path = write_plan(step, scripts, folder, flags, n)
+    command, launch_env = launch_command(step, plan_path, n, launcher, use_cpu)
+    return LabLaunch(plan_path, Path(folder), n if step > 1 else 1, command,
+                     lab_environment(**launch_env, **(env or {})))
+
+
+def run_launches(launches, time_limit=900):
+    """Run LabLaunches side by side; return their measurements, [{name: Run}, ...]."""
+    done = run_within([(launch.command, launch.env) for launch in launches], time_limit)
+    return [launched(launch.plan_path, launch.folder, launch.processes, output, code)
+            for launch, (output, code) in zip(launches, done)]
 
 
 def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
@@ -197,7 +227,9 @@ def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
             env = {"OMP_NUM_THREADS": "1"}
         launches.append((words + [str(DRIVER), str(plan_path)],
                          lab_environment(**env, **(machine_env(rank) if machine_env else {}))))
-    return launched(plan_path, folder, 2, *run_within(launches, time_limit))
+    outputs = run_within(launches, time_limit)
+    return launched(plan_path, folder, 2, "".join(output for output, _ in outputs),
+                    next((code for _, code in outputs if code), 0))
 
 
 def launched(plan_path, folder, processes, output, exit_code):
@@ -215,11 +247,8 @@ def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None
     """Run scripts ({name: path or (path, env)}) as step `step` runs, all in one launch;
     return {name: measurement} (see measure). folder keeps every report. Past time_limit
     seconds the launch is stopped, every process of it, and running.TimeLimitReached raised."""
-    n = processes or PROCESSES[step]
-    plan_path = write_plan(step, scripts, folder, flags, n)
-    command, launch_env = launch_command(step, plan_path, n, launcher, use_cpu)
-    output = run_within([(command, lab_environment(**launch_env, **(env or {})))], time_limit)
-    return launched(plan_path, folder, n if step > 1 else 1, *output)
+    return run_launches([prepare(step, scripts, folder, flags, processes, env, launcher,
+                                 use_cpu)], time_limit)[0]
 
 
 def train_steps(flags):
@@ -277,6 +306,9 @@ class Run:
     eval_forwarded: list  # pairs each process put through the model in eval mode, by rank
     weights: str | None  # rank 0's final weights, hashed
     seconds: float  # training time (rank 0's train_seconds), else the run's wall time
+    eval_seconds: float | None  # evaluation time (rank 0's eval_seconds), when written
+    mixed_precision: str | None  # what rank 0's Accelerator ran in ("no", "bf16", "fp16")
+    grad_scaler: str | None  # the loss scaler rank 0's Accelerator made (fp16: GradScaler)
 
 
 def measure(run_folder, processes_launched, train_steps):
@@ -323,6 +355,9 @@ def measure(run_folder, processes_launched, train_steps):
         eval_forwarded=[r.get("eval_forwarded", 0) for r in sorted(ranks, key=lambda r: r["rank"])],
         weights=rank0.get("weights"),
         seconds=written[-1].get("train_seconds", outcome.get("seconds")),
+        eval_seconds=written[-1].get("eval_seconds"),
+        mixed_precision=rank0.get("mixed_precision"),
+        grad_scaler=rank0.get("grad_scaler"),
     )
 
 
@@ -335,7 +370,9 @@ def process_symptoms(run):
     """Return what is wrong with a run on its own (an empty list: nothing), each said from the
     run's own numbers. These are the what-if table's verdicts and make check's hints."""
     if run.error:
-        return [Symptom("refused", f"the run stopped: {run.error}")]
+        # gloo's error line goes on with advice for its own developers: its first sentence
+        error = re.sub(r"(by peer \S+)\. This is typically caused.*", r"\1", run.error)
+        return [Symptom("refused", f"the run stopped: {error}")]
     found = []
     if run.alone:
         same = " (the same training, done by each)" if run.weights_equal else ""
@@ -447,9 +484,9 @@ def verdict(run, lesson, is_lesson=False):
 
 
 def measured_cells(run):
-    """Return the table's 'measured' cell for a run."""
+    """Return the table's 'measured' cells for a run (a list of short phrases)."""
     if run.error:
-        return "stopped after training" if run.learning_rates else "stopped before training"
+        return ["stopped after training" if run.learning_rates else "stopped before training"]
     cells = [f"{run.processes} process{'es' if run.processes != 1 else ''}"
              + (f" ({run.alone} alone)" if run.alone else "")]
     scored = run.scored
@@ -459,17 +496,43 @@ def measured_cells(run):
     cells.append(f"{run.writes} metrics.json write{'s' if run.writes != 1 else ''}")
     if run.processes > 1:
         cells.append("weights " + ("equal" if run.weights_equal else "differ"))
-    return ", ".join(cells)
+    return cells
 
 
-# runs beside the variants: (name, variant it runs, environment) - a variant measured again
-# under a setting where the lesson line matters more than in the course's own run
+class ExtraRun(NamedTuple):
+    """A run beside the variants: the lesson or a variant (base) measured again under a
+    setting where the lesson line matters more than in the course's own run."""
+    base: str
+    setting: str  # said in the table: "ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2"
+    env: dict
+
+    @property
+    def name(self):
+        return f"{self.base}, with {self.setting}"
+
+
 EXTRA_RUNS = {
-    2: [("lesson, with ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2", "lesson",
-         {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "2"}),
-        ("loss_backward, with ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2", "loss_backward",
-         {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "2"})],
+    2: [ExtraRun("lesson", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2",
+                 {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "2"}),
+        ExtraRun("loss_backward", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2",
+                 {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "2"})],
 }
+# variants that run in a launch of their own: a collective only some of their processes
+# join would leave the others of a shared launch waiting in the next run's collectives
+OWN_LAUNCH = {3: {"main_process_evaluates_alone"}}
+
+
+class Row(NamedTuple):
+    """One row of a step's what-if table, as data (the commands render it)."""
+    variant: str  # the variant's name, "lesson", or an extra run's name
+    change: list  # its changed lines, at most 3 ("- old", "+ new"); [] for the lesson
+    more: int  # how many changed lines are not shown
+    setting: str | None  # an extra run's setting
+    measured: list  # what was measured (measured_cells)
+    verdict: str  # against the lesson ("-": the lesson, with nothing wrong on its own)
+    seconds: float  # training time
+
+
 # step 4's processes get one thread each, as the lesson's do (Accelerate gives each gloo
 # process cores / processes threads): without it a variant whose processes do not join gets
 # the default threads in each process, and on 2 cores they slow each other down many times
@@ -484,63 +547,71 @@ def step4_flags(folder):
     return [*SHORT_RUN, "--checkpoint", str(checkpoint_without_dropout(folder))]
 
 
-def what_if(step, folder, names=None, extra=None):
-    """Run a step and its variants (all, or those named), and any extra scripts ({name: path},
-    in the same launch, not in the table); return the table's rows (dicts with variant,
-    change, measured, verdict and seconds) and the measurements ({run name: measure(...)},
-    the step's own run as 'lesson')."""
+class WhatIf(NamedTuple):
+    """What the what-if lab measured for a step."""
+    rows: list  # the what-if table's Rows
+    invariant_rows: list  # the invariants table's rows (accelerate_course/invariants.py)
+    measured: dict  # {run name: Run}: the lesson as "lesson", every variant, extra, invariant
+
+
+def what_if(step, folder, names=None, extra=None, one=None):
+    """Run a step and its variants (all, or those named), its invariants' runs, and any
+    extra scripts ({name: path, or (path, env, flags)}: in the step's launch, not in the
+    tables); return a WhatIf. The variants, the invariants' runs of 2 processes and the
+    extras share one launch; then, side by side, the invariants' runs of 1 process (one:
+    {name: (path, env, flags)} that launch runs besides) and the variants of OWN_LAUNCH; then
+    the resumed runs, which read a state saved in those."""
+    from accelerate_course import invariants
     folder = Path(folder)
     scripts = variant_scripts(step, names, folder)
-    for name, base, env in EXTRA_RUNS.get(step, []):
-        if base in scripts:
-            scripts[name] = (scripts[base], env)
-    in_table = list(scripts)
+    alone = {name: scripts.pop(name) for name in OWN_LAUNCH.get(step, set()) & set(scripts)}
+    extras = [run for run in EXTRA_RUNS.get(step, []) if run.base in scripts]
+    for run in extras:
+        scripts[run.name] = (scripts[run.base], run.env)
+    in_table = [*scripts, *alone]
+    by_launch = invariants.launches(step, folder / "invariants", lambda name: (
+        folder / ("runs" if "2 processes" in name else "invariants/one") / name / "output"))
+    scripts.update(by_launch.get("two", {}))
     scripts.update(extra or {})
     flags = step4_flags(folder) if step == 4 else SHORT_RUN
     # step 3's processes are launched as a student first launches them on a machine without a
     # GPU, without ACCELERATE_USE_CPU=1: the course's launch check joins them
     measured = run_scripts(step, scripts, folder / "runs", flags, env=LAUNCH_ENV.get(step),
                            use_cpu=step != 3)
+    rounds = [
+        [prepare(step, {**by_launch.get("one", {}), **(one or {})}, folder / "invariants/one",
+                 processes=1, launcher="accelerate")] if by_launch.get("one") or one else [],
+        [prepare(step, alone, folder / "alone", flags, env=LAUNCH_ENV.get(step),
+                 use_cpu=step != 3)] if alone else [],
+    ]
+    after = [prepare(step, by_launch[key], folder / "invariants" / key.replace(" ", "-"),
+                     processes=2 if key == "after two" else 1,
+                     launcher=None if key == "after two" else "accelerate")
+             for key in ("after two", "after one") if key in by_launch]
+    for together in ([launch for group in rounds for launch in group], after):
+        for found in run_launches(together) if together else []:
+            measured.update(found)
     by_name = {v.name: v for v in variants(step)}
+    extra_by_name = {run.name: run for run in extras}
     rows = []
     for name in in_table:
         run = measured[name]
-        base = name.split(",")[0]
-        reference = measured["lesson"]
-        if name != base:  # an extra run: compared with the lesson under the same setting
-            reference = measured[f"lesson{name[len(base):]}"]
+        extra_run = extra_by_name.get(name)
+        base = extra_run.base if extra_run else name
         is_lesson = base == "lesson"
-        change = "-" if is_lesson else change_cell(by_name[base].changes)
-        if name != base:
-            change = f"{'the lesson' if is_lesson else change}, with {name.split(', with ')[1]}"
-        text = verdict(run, reference, is_lesson and name == base)
-        if name != base and not is_lesson and run.grad_norm and reference.grad_norm:
+        # an extra run is compared with the lesson under the same setting
+        reference = measured[ExtraRun("lesson", extra_run.setting, {}).name] \
+            if extra_run else measured["lesson"]
+        changes = [] if is_lesson else by_name[base].changes
+        text = verdict(run, reference, is_lesson and not extra_run)
+        if extra_run and not is_lesson and run.grad_norm and reference.grad_norm:
             text += (f"; gradient norm at the first step {run.grad_norm:.4f}, the lesson's "
                      f"{reference.grad_norm:.4f}")
-        elif name != base and is_lesson and run.grad_norm:
+        elif extra_run and is_lesson and run.grad_norm:
             text = f"gradient norm at the first step {run.grad_norm:.4f}"
-        rows.append({"variant": name, "change": change, "measured": measured_cells(run),
-                     "verdict": text, "seconds": run.seconds})
-    return rows, measured
+        rows.append(Row(name, [f"{line[0]} {line[1:].strip()}" for line in changes[:3]],
+                        max(0, len(changes) - 3), extra_run.setting if extra_run else None,
+                        measured_cells(run), text, run.seconds))
+    return WhatIf(rows, invariants.rows(step, measured, measured["lesson"]), measured)
 
 
-def change_cell(changes, most=3):
-    """Return a variant's changed lines for a table cell: at most `most`, then how many more."""
-    shown = [f"`{line[0]} {line[1:].strip()}`" for line in changes[:most]]
-    if len(changes) > most:
-        shown.append(f"and {len(changes) - most} more lines")
-    return "<br>".join(shown)
-
-
-def markdown_table(rows, with_time=True):
-    """Return the what-if rows as a Markdown table."""
-    header = "| variant | the change | measured | against the lesson |" + (" time |" if with_time else "")
-    lines = [header, "|" + "---|" * (5 if with_time else 4)]
-    for row in rows:
-        cells = [f"**{row['variant']}**" if row["variant"] == "lesson" else row["variant"],
-                 row["change"], row["measured"], row["verdict"]]
-        if with_time:
-            cells.append(f"{row['seconds']:.1f} s")
-        lines.append("| " + " | ".join(c.replace("|", "\\|") if "`" not in c else c
-                                        for c in cells) + " |")
-    return "\n".join(lines) + "\n"

@@ -63,6 +63,7 @@ class Record:
         self.lengths = []
         self.eval_forwarded = 0  # pairs this process put through the model in eval mode
         self.counting = True  # off once the step has returned (the driver's own evaluation)
+        self.accelerators = []  # the Accelerators the step created
 
 
 
@@ -81,13 +82,13 @@ def evaluate_alone(model, args):
     """Return the predictions of the model for the whole validation split, computed by this
     process alone on a plain dataloader (the reference for a distributed evaluation)."""
     from common.checkpoint import load_tokenizer
-    from common.data import get_dataloaders, load_mrpc
+    from common.data import get_dataloaders, load_splits
 
     key = (model.name_or_path, str(args.dataset), args.train_batch_size, args.eval_batch_size)
     if key not in REFERENCE_LOADERS:  # the runs of a launch share data and checkpoint
         with contextlib.redirect_stdout(io.StringIO()):  # its notes are not the run's output
             tokenizer = load_tokenizer(model.name_or_path)
-            raw = load_mrpc(args.dataset)
+            raw = load_splits(args.dataset)
         REFERENCE_LOADERS[key] = get_dataloaders(raw, tokenizer, args)[1]
     loader = REFERENCE_LOADERS[key]
     was_training = model.training
@@ -121,6 +122,10 @@ def report_process(record, args):
         "lengths": sorted(set(record.lengths)),
         "eval_forwarded": record.eval_forwarded,
         "weights": fingerprint(model) if model is not None else None,
+        "mixed_precision": record.accelerators[-1].mixed_precision if record.accelerators
+        else None,
+        "grad_scaler": next((type(a.scaler).__name__ for a in record.accelerators
+                             if getattr(a, "scaler", None) is not None), None),
     }
     if report["rank"] == 0 and model is not None and args is not None and EVALUATE_ALONE:
         report["alone_predictions"] = evaluate_alone(model, args)
@@ -203,11 +208,22 @@ def spy_on(step_globals, record):
         def write_metrics(output_dir, args, results):
             record.writes.append({k: results[k] for k in
                                   ("accuracy", "f1", "eval_samples", "eval_gathered", "predictions",
-                                   "train_losses", "num_processes", "train_seconds")
+                                   "train_losses", "num_processes", "train_seconds",
+                                   "eval_seconds")
                                   if k in results})
             return original_write(output_dir, args, results)
 
         step_globals["write_metrics"] = write_metrics
+
+    if "Accelerator" in step_globals:
+        original_accelerator = step_globals["Accelerator"]
+
+        class Accelerator(original_accelerator):
+            def __init__(self, *a, **k):
+                super().__init__(*a, **k)
+                record.accelerators.append(self)
+
+        step_globals["Accelerator"] = Accelerator
 
     if "AdamW" in step_globals:
         original_adamw = step_globals["AdamW"]

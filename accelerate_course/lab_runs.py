@@ -73,13 +73,18 @@ class StepRuns:
 
     @property
     def rows(self):
-        """The what-if table's rows, as the lesson's page shows them."""
-        return self._what_if[0]
+        """The what-if table's rows (lab.Row), as the lesson's page shows them."""
+        return self._what_if.rows
+
+    @property
+    def invariant_rows(self):
+        """The invariants table's rows (invariants.InvariantRow)."""
+        return self._what_if.invariant_rows
 
     @property
     def measured(self):
-        """{name: lab.measure(...)} of every run of the step's lab launch."""
-        return self._what_if[1]
+        """{name: lab.measure(...)} of every run of the step's lab launches."""
+        return self._what_if.measured
 
     @functools.cached_property
     def one(self):

@@ -65,10 +65,12 @@ def parse_args(argv=None, description=None):
                         help="'embedded' (the tiny BERT shipped in common/), a hub id such as "
                              "bert-base-cased, or a local folder saved with save_pretrained")
     parser.add_argument("--dataset", default="embedded",
-                        help="'embedded' (the MRPC-shaped pairs shipped in common/), 'glue' "
-                             "(the hub's nyu-mll/glue, config mrpc), or a local folder with "
-                             "train and validation files (csv, json/jsonl or parquet), or "
-                             "GLUE's own train.tsv and dev.tsv")
+                        help="'embedded' (the MRPC-shaped pairs shipped in common/), "
+                             "'embedded-sst2' (SST-2-shaped single sentences, shipped too), "
+                             "'glue' or 'glue-mrpc' (the hub's nyu-mll/glue, config mrpc), "
+                             "'glue-sst2' (config sst2), or a local folder with train and "
+                             "validation files (csv, json/jsonl or parquet), or GLUE's own "
+                             "train.tsv and dev.tsv")
     parser.add_argument("--epochs", type=positive_int, default=3)
     parser.add_argument("--lr", type=positive_float, default=5e-5,
                         help="peak learning rate, falling linearly to 0 (no warm-up)")
@@ -101,15 +103,21 @@ def parse_args(argv=None, description=None):
     return args
 
 
+# the datasets --dataset names (besides a local folder): the embedded MRPC-shaped pairs and
+# SST-2-shaped sentences, and GLUE's from the Hugging Face Hub (common/data.py loads them)
+DATASET_NAMES = ("embedded", "embedded-sst2", "glue", "glue-mrpc", "glue-sst2")
+
+
 def check_dataset_name(name):
-    """Exit with one error line unless name is 'embedded', 'glue' or an existing folder."""
-    if name in ("embedded", "glue") or Path(name).is_dir():
+    """Exit with one error line unless name is one of DATASET_NAMES or an existing folder."""
+    if name in DATASET_NAMES or Path(name).is_dir():
         return
     if Path(name).exists():
         fail(f"--dataset {name} is a file, not a folder; pass the folder that holds the train "
              "and validation files (csv, json/jsonl or parquet, or GLUE's train.tsv and dev.tsv)")
-    fail(f"unknown dataset {name!r}: use 'embedded' (the default), 'glue', or a folder "
-         "with train and validation files (csv, json/jsonl or parquet, or GLUE's .tsv)")
+    fail(f"unknown dataset {name!r}: use 'embedded' (the default), 'embedded-sst2', 'glue' "
+         "('glue-mrpc'), 'glue-sst2', or a folder with train and validation files (csv, "
+         "json/jsonl or parquet, or GLUE's .tsv)")
 
 
 def check_cache_folders():

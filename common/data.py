@@ -1,7 +1,10 @@
-"""MRPC for every step: load the raw pairs, tokenize them, and wrap them in dataloaders.
+"""The data for every step: load the raw splits, tokenize them, and wrap them in dataloaders.
 
 Nothing here is a lesson: every step calls the same functions with the same settings, and a
-step that needs a different setting (step 4's fixed-length padding) passes it visibly.
+step that needs a different setting (step 4's fixed-length padding) passes it visibly. Two
+shapes of GLUE task are read: sentence pairs, as MRPC (sentence1, sentence2, label: is the
+second a paraphrase of the first?), and single sentences, as SST-2 (sentence, label: is it
+positive?).
 """
 
 import csv
@@ -11,14 +14,18 @@ from datasets import ClassLabel, Dataset, DatasetDict, disable_progress_bars, lo
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding
 
-from common.cli import check_dataset_name
+from common.cli import DATASET_NAMES, check_dataset_name
 from common.errors import fail
 from common.hub import hub_out_of_reach
 
-EMBEDDED_DATA = Path(__file__).resolve().parent / "embedded" / "data"
-MRPC_COLUMNS = ("sentence1", "sentence2", "label")
+EMBEDDED = Path(__file__).resolve().parent / "embedded"
+EMBEDDED_DATA = EMBEDDED / "data"  # the MRPC-shaped pairs
+EMBEDDED_SST2 = EMBEDDED / "sst2"  # the SST-2-shaped sentences
+# the text columns of each shape of task, and the label
+PAIRS = ("sentence1", "sentence2")
+SENTENCES = ("sentence",)
 NEEDED_SPLITS = ("train", "validation")
-# GLUE's own MRPC download (GLUE's download script, the original BERT repository)
+# GLUE's own downloads of MRPC and SST-2 (GLUE's download script, the original BERT repository)
 GLUE_TSV = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
 
 # datasets' own bars (generating splits, tokenizing) would bury the training bar and turn
@@ -26,34 +33,44 @@ GLUE_TSV = {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}
 disable_progress_bars()
 
 
-def load_mrpc(name):
-    """Return the raw MRPC DatasetDict for --dataset name, with at least the splits train and
-    validation and the columns sentence1, sentence2 (non-empty text) and label (0 or 1,
-    1 = paraphrase), maybe idx.
+def text_columns(raw_split):
+    """Return the text columns of a split: MRPC's pair, or SST-2's one sentence (None: neither)."""
+    names = raw_split.column_names
+    return PAIRS if all(c in names for c in PAIRS) else SENTENCES if "sentence" in names else None
 
-    name: 'embedded' (common/embedded/data), 'glue' (the hub's nyu-mll/glue, config mrpc), or
-    a local folder: train.* and validation.* files (csv, json/jsonl or parquet) with those
-    columns, or GLUE's own MRPC files (train.tsv, dev.tsv, optionally test.tsv). Every row of
-    train and validation is checked before anything is tokenized; exits with one error line
-    that names the split, the row and the value when something cannot be used.
+
+def load_splits(name):
+    """Return the raw DatasetDict for --dataset name, with at least the splits train and
+    validation, a label column (0 or 1) and either MRPC's sentence1 and sentence2 or SST-2's
+    sentence (non-empty text), maybe idx.
+
+    name: 'embedded' (the MRPC-shaped pairs of common/embedded/data), 'embedded-sst2' (the
+    SST-2-shaped sentences of common/embedded/sst2), 'glue' or 'glue-mrpc' (the hub's
+    nyu-mll/glue, config mrpc), 'glue-sst2' (config sst2), or a local folder: train.* and
+    validation.* files (csv, json/jsonl or parquet) with those columns, or GLUE's own MRPC or
+    SST-2 files (train.tsv, dev.tsv, optionally test.tsv). Every row of train and validation
+    is checked before anything is tokenized; exits with one error line that names the split,
+    the row and the value when something cannot be used.
     """
-    if name == "embedded":
-        return check_mrpc(load_dataset(str(EMBEDDED_DATA)), "the embedded dataset")
-    if name == "glue":
+    if name in ("embedded", "embedded-sst2"):
+        folder = EMBEDDED_DATA if name == "embedded" else EMBEDDED_SST2
+        return check_splits(load_dataset(str(folder)), f"the {name} dataset")
+    if name in ("glue", "glue-mrpc", "glue-sst2"):
+        task = "sst2" if name == "glue-sst2" else "mrpc"
         if hub_out_of_reach():
-            fail("--dataset glue loads nyu-mll/glue (mrpc) from the Hugging Face Hub, which "
+            fail(f"--dataset {name} loads nyu-mll/glue ({task}) from the Hugging Face Hub, which "
                  "cannot be reached; leave --dataset out to use the embedded MRPC-shaped "
-                 "pairs, pass a local folder of MRPC files, or set HF_HUB_OFFLINE=1 to use a "
-                 "copy downloaded before")
+                 "pairs (or embedded-sst2), pass a local folder, or set HF_HUB_OFFLINE=1 to use "
+                 "a copy downloaded before")
         try:
-            return check_mrpc(load_dataset("nyu-mll/glue", "mrpc"), "nyu-mll/glue mrpc")
+            return check_splits(load_dataset("nyu-mll/glue", task), f"nyu-mll/glue {task}")
         except (OSError, ValueError) as error:
-            fail(f"cannot load nyu-mll/glue (mrpc): {str(error).splitlines()[0]}")
+            fail(f"cannot load nyu-mll/glue ({task}): {str(error).splitlines()[0]}")
     check_dataset_name(name)
     folder = Path(name).resolve()
     what = f"dataset folder {name}"
     if any((folder / GLUE_TSV[split]).is_file() for split in NEEDED_SPLITS):
-        return check_mrpc(load_glue_tsv(folder, what), what, read_as_glue_reads)
+        return check_splits(load_glue_tsv(folder, what), what, read_as_glue_reads)
     try:
         raw = load_dataset(str(folder))
     except Exception as error:  # the library's reasons vary: no files, unknown format, bad rows
@@ -62,17 +79,18 @@ def load_mrpc(name):
         reason = error.__cause__ or error
         first_line = (str(reason).splitlines() or [type(reason).__name__])[0]
         fail(f"cannot load {what}: {first_line}; it needs train and validation files (csv, "
-             "json/jsonl or parquet) with columns sentence1, sentence2, label, or GLUE's "
-             "train.tsv and dev.tsv")
-    return check_mrpc(raw, what, lambda split, row: locate_row(folder, split, row))
+             "json/jsonl or parquet) with columns sentence1, sentence2, label (or sentence, "
+             "label), or GLUE's train.tsv and dev.tsv")
+    return check_splits(raw, what, lambda split, row: locate_row(folder, split, row))
 
 
 def load_glue_tsv(folder, what):
-    """Return a DatasetDict from GLUE's own MRPC files in folder (train.tsv, dev.tsv as the
-    validation split, test.tsv if there): tab-separated, a header line, columns Quality,
-    #1 ID, #2 ID, #1 String, #2 String (test.tsv: index instead of Quality, label -1). They
-    are read as GLUE's and BERT's processors read them, without quote processing: a sentence
-    may hold an unbalanced quote."""
+    """Return a DatasetDict from GLUE's own MRPC or SST-2 files in folder (train.tsv, dev.tsv
+    as the validation split, test.tsv if there): tab-separated, a header line; MRPC's columns
+    Quality, #1 ID, #2 ID, #1 String, #2 String (test.tsv: index instead of Quality, label
+    -1), SST-2's sentence and label (test.tsv: index and sentence). They are read as GLUE's
+    and BERT's processors read them, without quote processing: a sentence may hold an
+    unbalanced quote."""
     splits = {}
     for split, file_name in GLUE_TSV.items():
         path = folder / file_name
@@ -81,19 +99,23 @@ def load_glue_tsv(folder, what):
         with open(path, encoding="utf-8-sig", newline="") as f:
             lines = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
         header = lines[0] if lines else []
-        if "#1 String" not in header or "#2 String" not in header:
-            fail(f"{what}: {file_name} has no '#1 String' and '#2 String' columns in its first "
-                 f"line ({' | '.join(header) or 'empty file'}); GLUE's MRPC files start with "
-                 "Quality, #1 ID, #2 ID, #1 String, #2 String")
+        if "sentence" in header:  # SST-2
+            texts, label = {"sentence": "sentence"}, "label"
+        elif "#1 String" in header and "#2 String" in header:  # MRPC
+            texts, label = {"sentence1": "#1 String", "sentence2": "#2 String"}, "Quality"
+        else:
+            fail(f"{what}: {file_name} has neither MRPC's '#1 String' and '#2 String' columns "
+                 f"nor SST-2's 'sentence' in its first line ({' | '.join(header) or 'empty file'})"
+                 "; GLUE's MRPC files start with Quality, #1 ID, #2 ID, #1 String, #2 String")
         columns = {name: i for i, name in enumerate(header)}
-        rows = {"sentence1": [], "sentence2": [], "label": [], "idx": []}
+        rows = {**{column: [] for column in texts}, "label": [], "idx": []}
         for number, fields in enumerate(lines[1:], start=2):
             if len(fields) != len(header):
                 fail(f"{what}: {file_name} line {number} has {len(fields)} tab-separated "
                      f"fields, its header has {len(header)}")
-            rows["sentence1"].append(fields[columns["#1 String"]])
-            rows["sentence2"].append(fields[columns["#2 String"]])
-            rows["label"].append(fields[columns["Quality"]] if "Quality" in columns else "-1")
+            for column, field in texts.items():
+                rows[column].append(fields[columns[field]])
+            rows["label"].append(fields[columns[label]] if label in columns else "-1")
             rows["idx"].append(number - 2)
         splits[split] = Dataset.from_dict(rows)
     return DatasetDict(splits)
@@ -115,21 +137,25 @@ def locate_row(folder, split, row):
     return f"row {row + 1}"
 
 
-def check_mrpc(raw, what, locate=None):
+def check_splits(raw, what, locate=None):
     """Return raw with the labels of train and validation as the integers 0 and 1, if it has
-    the splits and columns the course needs and every row of those splits has two non-empty
-    sentences and a label 0 or 1 (also accepted: the text "0"/"1", 0.0/1.0, True/False); else exit
-    with one error line that names the split, the row (where locate(split, row) says it is,
-    else its idx) and the value."""
+    the splits and columns the course needs (MRPC's pair or SST-2's sentence, and a label) and
+    every row of those splits has non-empty text and a label 0 or 1 (also accepted: the text
+    "0"/"1", 0.0/1.0, True/False); else exit with one error line that names the split, the
+    row (where locate(split, row) says it is, else its idx) and the value."""
     missing_splits = [s for s in NEEDED_SPLITS if s not in raw]
     if missing_splits:
         fail(f"{what} has no {' or '.join(missing_splits)} split; name its files "
              "train.* and validation.* (test.* is optional), or use GLUE's train.tsv and dev.tsv")
+    texts = text_columns(raw["train"])
     for split in NEEDED_SPLITS:
-        missing = [c for c in MRPC_COLUMNS if c not in raw[split].column_names]
+        wanted = (*(texts or PAIRS), "label")
+        missing = [c for c in wanted if c not in raw[split].column_names]
         if missing:
-            fail(f"{what}: the {split} split lacks column(s) {', '.join(missing)}; MRPC files "
-                 f"need sentence1, sentence2, label (it has {', '.join(raw[split].column_names)})")
+            fail(f"{what}: the {split} split lacks column(s) {', '.join(missing)}; the course "
+                 "reads sentence pairs (sentence1, sentence2, label, as MRPC) or single "
+                 f"sentences (sentence, label, as SST-2) (it has "
+                 f"{', '.join(raw[split].column_names)})")
         if raw[split].num_rows == 0:
             fail(f"{what}: the {split} split has no rows")
     checked = {}
@@ -143,19 +169,22 @@ def check_mrpc(raw, what, locate=None):
                 return locate(split, row)
             return f"row with idx {ids[row]}" if ids is not None else f"row {row + 1}"
 
-        for column in ("sentence1", "sentence2"):
+        for column in texts:
             for row, text in enumerate(data[column][:]):
                 if not isinstance(text, str) or not text.strip():
                     problem = "is empty" if isinstance(text, str) or text is None else \
                         f"is {text!r}, not text"
-                    fail(f"{what}: {split} split, {where(row)}: {column} {problem}; every pair "
-                         "needs two sentences")
+                    need = "every pair needs two sentences" if texts == PAIRS else \
+                        "every row needs its sentence"
+                    fail(f"{what}: {split} split, {where(row)}: {column} {problem}; {need}")
         values = data["label"][:]
         labels = [label_value(value) for value in values]
         for row, (value, label) in enumerate(zip(values, labels)):
             if label is None:
-                fail(f"{what}: {split} split, {where(row)}: label {value!r} is not 0 or 1 (MRPC's "
-                     "labels: 1 = paraphrase, 0 = not); write every label as 0 or 1")
+                meaning = ("MRPC's labels: 1 = paraphrase, 0 = not" if texts == PAIRS else
+                           "SST-2's labels: 1 = positive, 0 = negative")
+                fail(f"{what}: {split} split, {where(row)}: label {value!r} is not 0 or 1 "
+                     f"({meaning}); write every label as 0 or 1")
         feature = data.features["label"]
         if not isinstance(feature, ClassLabel) and not feature.dtype.startswith("int"):
             checked[split] = data.remove_columns("label").add_column("label", labels)
@@ -182,24 +211,25 @@ def label_value(value):
     return None
 
 
-def tokenize_mrpc(raw_datasets, tokenizer, pad_to_max_length=None):
+def tokenize(raw_datasets, tokenizer, pad_to_max_length=None):
     """Return the train and validation splits tokenized for the model: columns input_ids,
-    (token_type_ids,) attention_mask and labels, as torch tensors.
+    (token_type_ids,) attention_mask and labels, as torch tensors. A pair is one sequence,
+    [CLS] sentence1 [SEP] sentence2 [SEP] for BERT; a single sentence, [CLS] sentence [SEP].
 
-    pad_to_max_length=None keeps each pair at its own length (the collator pads per batch);
-    an int pads (and truncates) every pair to that many tokens.
+    pad_to_max_length=None keeps each row at its own length (the collator pads per batch);
+    an int pads (and truncates) every row to that many tokens.
     """
+    texts = list(text_columns(raw_datasets["train"]))
 
     def tokenize_function(examples):
-        if pad_to_max_length:
-            return tokenizer(examples["sentence1"], examples["sentence2"], truncation=True,
-                             padding="max_length", max_length=pad_to_max_length)
-        return tokenizer(examples["sentence1"], examples["sentence2"], truncation=True)
+        padding = dict(padding="max_length", max_length=pad_to_max_length) \
+            if pad_to_max_length else {}
+        return tokenizer(*(examples[column] for column in texts), truncation=True, **padding)
 
-    splits = raw_datasets.select_columns(list(MRPC_COLUMNS))
+    splits = raw_datasets.select_columns([*texts, "label"])
     splits = type(raw_datasets)({s: splits[s] for s in NEEDED_SPLITS})
     tokenized = splits.map(tokenize_function, batched=True)
-    tokenized = tokenized.remove_columns(["sentence1", "sentence2"])
+    tokenized = tokenized.remove_columns(texts)
     tokenized = tokenized.rename_column("label", "labels")
     tokenized.set_format("torch")
     return tokenized
@@ -210,7 +240,7 @@ def get_dataloaders(raw_datasets, tokenizer, args, pad_to_max_length=None):
     splits, in batches of args.train_batch_size and args.eval_batch_size: train shuffled,
     validation in order, batches padded by DataCollatorWithPadding (to the longest pair of the
     batch, or to pad_to_max_length)."""
-    tokenized = tokenize_mrpc(raw_datasets, tokenizer, pad_to_max_length)
+    tokenized = tokenize(raw_datasets, tokenizer, pad_to_max_length)
     if pad_to_max_length:
         collator = DataCollatorWithPadding(tokenizer, padding="max_length",
                                            max_length=pad_to_max_length)

@@ -16,7 +16,7 @@ from transformers import AutoModelForSequenceClassification, get_scheduler, set_
 from common.checkpoint import load_tokenizer, resolve_checkpoint
 from common.cli import parse_args
 from common.launch import guard_launch
-from common.data import get_dataloaders, load_mrpc
+from common.data import get_dataloaders, load_splits
 from common.metric import GLUE_MRPC_METRIC
 from common.output import write_metrics
 
@@ -28,7 +28,7 @@ def training_function(args):
     # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
     checkpoint = resolve_checkpoint(args.checkpoint)
     tokenizer = load_tokenizer(checkpoint)
-    train_dataloader, eval_dataloader = get_dataloaders(load_mrpc(args.dataset), tokenizer, args)
+    train_dataloader, eval_dataloader = get_dataloaders(load_splits(args.dataset), tokenizer, args)
 
     # a pretrained encoder with a new two-class head, whose random weights come from the seed
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
@@ -98,7 +98,7 @@ def training_function(args):
     }
     print(
         f"validation: accuracy {eval_metric['accuracy']:.4f}, "
-        f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)"
+        f"f1 {eval_metric['f1']:.4f} ({len(predictions)} examples)"
     )
     write_metrics(args.output_dir, args, results)  # metrics.json, and a line saying where
 

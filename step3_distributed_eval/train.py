@@ -18,7 +18,7 @@ from transformers import AutoModelForSequenceClassification, get_scheduler, set_
 from common.checkpoint import load_tokenizer, resolve_checkpoint
 from common.cli import parse_args
 from common.launch import guard_launch
-from common.data import get_dataloaders, load_mrpc
+from common.data import get_dataloaders, load_splits
 from common.metric import GLUE_MRPC_METRIC
 from common.output import write_metrics
 
@@ -38,7 +38,7 @@ def training_function(args):
     # step 3: the main process loads and tokenizes first, filling the datasets cache; the
     # others wait for it, then read the cache instead of tokenizing the same pairs again
     with accelerator.main_process_first():
-        train_dataloader, eval_dataloader = get_dataloaders(load_mrpc(args.dataset), tokenizer, args)
+        train_dataloader, eval_dataloader = get_dataloaders(load_splits(args.dataset), tokenizer, args)
 
     # a pretrained encoder with a new two-class head, whose random weights come from the seed
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
@@ -124,7 +124,7 @@ def training_function(args):
     accelerator.print(f"gathered {len(gathered)} predictions, kept {len(predictions)}")
     accelerator.print(
         f"validation: accuracy {eval_metric['accuracy']:.4f}, "
-        f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)"
+        f"f1 {eval_metric['f1']:.4f} ({len(predictions)} examples)"
     )
     if accelerator.is_main_process:  # step 3: one process writes the results, not all of them
         write_metrics(args.output_dir, args, results)  # metrics.json, and a line saying where

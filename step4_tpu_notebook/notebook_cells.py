@@ -74,7 +74,7 @@ print(args)
 # %%
 import pandas as pd
 
-raw_datasets = load_mrpc(args.dataset)
+raw_datasets = load_splits(args.dataset)
 print(raw_datasets)
 examples = raw_datasets["train"].shuffle(seed=0).select(range(6))
 pd.DataFrame(examples)[["sentence1", "sentence2", "label"]].style.set_properties(

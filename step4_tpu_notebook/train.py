@@ -20,7 +20,7 @@ from transformers import AutoModelForSequenceClassification, get_scheduler, set_
 from common.checkpoint import load_tokenizer, resolve_checkpoint
 from common.cli import parse_args
 from common.launch import free_port, guard_launch  # step 4: a free port
-from common.data import get_dataloaders, load_mrpc
+from common.data import get_dataloaders, load_splits
 from common.metric import GLUE_MRPC_METRIC
 from common.output import write_metrics
 
@@ -43,7 +43,7 @@ def training_function(model, args):  # step 4: the model comes in from outside
     with accelerator.main_process_first():
         # step 4: every pair padded to 128 tokens, so that the batches keep one shape: XLA
         # compiles its graphs again for each new shape
-        train_dataloader, eval_dataloader = get_dataloaders(load_mrpc(args.dataset), tokenizer,
+        train_dataloader, eval_dataloader = get_dataloaders(load_splits(args.dataset), tokenizer,
                                                             args, pad_to_max_length=128)
 
     # the padding token's id, which a GPT-2-style model reads to find each pair's last token
@@ -141,7 +141,7 @@ def training_function(model, args):  # step 4: the model comes in from outside
     accelerator.print(f"gathered {len(gathered)} predictions, kept {len(predictions)}")
     accelerator.print(
         f"validation: accuracy {eval_metric['accuracy']:.4f}, "
-        f"f1 {eval_metric['f1']:.4f} ({len(predictions)} pairs)"
+        f"f1 {eval_metric['f1']:.4f} ({len(predictions)} examples)"
     )
     if accelerator.is_main_process:  # one process writes the results, not all of them
         write_metrics(args.output_dir, args, results)  # metrics.json, and a line saying where

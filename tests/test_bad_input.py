@@ -119,8 +119,15 @@ CASES = {
         t, train=[{"sentence1": "a b", "sentence2": "a c", "quality": 1}] * 3,
         validation=[{"sentence1": "a b", "sentence2": "a c", "quality": 1}] * 3),
         "lacks column(s) label"),
+    "neither pairs nor sentences": ("split", lambda t: dataset(
+        t, train=[{"text": "a b", "label": 1}] * 3, validation=[{"text": "a b", "label": 1}] * 3),
+        "lacks column(s) sentence1, sentence2; the course reads sentence pairs"),
+    "an empty single sentence": ("text", lambda t: dataset(
+        t, train=[{"sentence": "Shares rose.", "label": 1}, {"sentence": " ", "label": 0}],
+        validation=[{"sentence": "Shares fell.", "label": 0}]),
+        "train split, line 2 of train.jsonl: sentence is empty; every row needs its sentence"),
     "GLUE TSV with another header": ("format", lambda t: glue_tsv(t, header="a\tb\tc\td\te"),
-                                     "dev.tsv has no '#1 String' and '#2 String' columns"),
+                                     "dev.tsv has neither MRPC's '#1 String' and '#2 String' columns nor SST-2's 'sentence'"),
     "GLUE TSV row with a missing field": ("format", lambda t: glue_tsv(t, extra_row="1\t77\tonly two"),
                                           "dev.tsv line 10 has 3 tab-separated fields, its header has 5"),
     "GLUE TSV with a label 'yes'": ("format", lambda t: glue_tsv(t, extra_row="yes\t1\t2\tA b.\tA c."),
@@ -278,8 +285,8 @@ def test_glue_tsv_files_load_as_they_are_and_train(in_process, tmp_path):
     # GLUE's own MRPC files: tab-separated, quotes not escaped (one sentence of the fixture
     # holds an unbalanced ")
     assert '" the builder , said' in (GLUE_FIXTURE / "train.tsv").read_text()
-    from common.data import load_mrpc
-    raw = load_mrpc(str(GLUE_FIXTURE))
+    from common.data import load_splits
+    raw = load_splits(str(GLUE_FIXTURE))
     assert {s: raw[s].num_rows for s in raw} == {"train": 12, "validation": 8, "test": 4}
     assert raw["train"][0]["sentence1"].startswith('The mayor , whom critics called " the')
     assert raw["validation"]["label"] == [1, 0, 1, 0, 1, 0, 1, 1]
@@ -291,12 +298,12 @@ def test_glue_tsv_files_load_as_they_are_and_train(in_process, tmp_path):
 
 
 def test_labels_as_text_or_booleans_are_read_as_0_and_1_and_said_so(tmp_path, capsys):
-    from common.data import load_mrpc
+    from common.data import load_splits
     folder = tmp_path / "csv"
     folder.mkdir()
     for split in ("train", "validation"):
         (folder / f"{split}.csv").write_text(
             "sentence1,sentence2,label\nShares rose.,Stocks rose.,true\nShares rose.,Stocks fell.,false\n")
-    raw = load_mrpc(str(folder))
+    raw = load_splits(str(folder))
     assert raw["train"]["label"] == [1, 0]
     assert "labels given as True/False, read as 1/0" in capsys.readouterr().out

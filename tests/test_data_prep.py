@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from common.checkpoint import EMBEDDED_CHECKPOINT
-from common.data import get_dataloaders, load_mrpc, tokenize_mrpc
+from common.data import get_dataloaders, load_splits, tokenize
 from transformers import AutoTokenizer
 
 
 @pytest.fixture(scope="module")
 def raw():
-    return load_mrpc("embedded")
+    return load_splits("embedded")
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def test_embedded_dataset_loads_through_load_dataset_with_mrpc_splits(raw):
 
 
 def test_tokenized_columns_are_what_the_model_accepts(raw, tokenizer):
-    tokenized = tokenize_mrpc(raw, tokenizer)
+    tokenized = tokenize(raw, tokenizer)
     assert set(tokenized) == {"train", "validation"}
     for split in tokenized:
         assert tokenized[split].column_names == ["labels", "input_ids", "token_type_ids",
@@ -83,7 +83,7 @@ def test_a_local_folder_of_mrpc_files_loads_like_the_embedded_one(tmp_path, raw,
             part.to_json(path, lines=True)
         else:
             part.to_parquet(path)
-    loaded = load_mrpc(str(tmp_path))
+    loaded = load_splits(str(tmp_path))
     assert loaded["train"].num_rows == 20
     assert loaded["validation"]["sentence1"] == raw["validation"]["sentence1"][:20]
     assert loaded["validation"]["label"] == raw["validation"]["label"][:20]
@@ -94,7 +94,37 @@ def test_a_folder_without_the_label_column_is_refused_with_one_line(tmp_path):
         rows = [{"sentence1": "a b", "sentence2": "a c"}] * 3
         (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(SystemExit) as exit_info:
-        load_mrpc(str(tmp_path))
+        load_splits(str(tmp_path))
     message = str(exit_info.value)
     assert message.startswith("error: ") and "lacks column(s) label" in message
     assert "\n" not in message
+
+
+# single sentences, as GLUE SST-2 ----------------------------------------------------------
+
+def test_the_embedded_sst2_split_is_sst2_shaped(tokenizer):
+    raw = load_splits("embedded-sst2")
+    assert {s: raw[s].num_rows for s in raw} == {"train": 1600, "validation": 400}
+    assert raw["train"].column_names == ["sentence", "label", "idx"]
+    assert sum(raw["validation"]["label"]) == 204  # 51 % positive, as SST-2's validation
+    tokenized = tokenize(raw, tokenizer)
+    assert tokenized["train"].column_names == ["labels", "input_ids", "token_type_ids",
+                                               "attention_mask"]
+    first = tokenizer.convert_ids_to_tokens(tokenized["validation"][0]["input_ids"])
+    assert first[0] == "[CLS]" and first[-1] == "[SEP]" and first.count("[SEP]") == 1
+    assert set(tokenized["validation"][0]["token_type_ids"].tolist()) == {0}  # one segment
+
+
+def test_a_folder_of_sst2_shaped_files_and_glues_own_sst2_tsv_load(tmp_path):
+    rows = [("Shares of Atlas Bank rose 5 percent.", 1), ("Atlas Bank cut 500 jobs.", 0)]
+    jsonl, tsv = tmp_path / "jsonl", tmp_path / "tsv"
+    jsonl.mkdir(), tsv.mkdir()
+    for split in ("train", "validation"):
+        (jsonl / f"{split}.jsonl").write_text("".join(
+            json.dumps({"sentence": s, "label": label}) + "\n" for s, label in rows))
+    for name in ("train.tsv", "dev.tsv"):  # GLUE's SST-2 download: sentence<TAB>label
+        (tsv / name).write_text("sentence\tlabel\n" + "".join(f"{s}\t{label}\n" for s, label in rows))
+    for folder in (jsonl, tsv):
+        loaded = load_splits(str(folder))
+        assert loaded["validation"]["sentence"] == [s for s, _ in rows]
+        assert loaded["validation"]["label"] == [1, 0]

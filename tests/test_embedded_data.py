@@ -80,3 +80,19 @@ def test_vocabulary_and_structure_vary():
     assert len(set(sentences)) > 0.95 * len(sentences)
     first_words = Counter(s.split()[0] for s in sentences)
     assert len(first_words) > 150
+
+
+def test_the_sst2_shaped_generator_reproduces_its_files_and_no_sentence_repeats():
+    from common.embedded import build_sst2
+    generated = build_sst2.generate()
+    sentences = []
+    for split, size, positives in build_sst2.SPLITS:
+        path = build_sst2.SST2_DIR / f"{split}.jsonl"
+        assert build_sst2.as_jsonl(generated[split]).encode("utf-8") == path.read_bytes(), split
+        rows = generated[split]
+        assert len(rows) == size and sum(r["label"] for r in rows) == positives
+        sentences += [r["sentence"] for r in rows]
+    assert len(set(sentences)) == len(sentences)
+    # a few are told with a negation, so that no single word gives the label
+    assert any("would not cut jobs" in s for s in sentences)
+    assert any("failed to" in s for s in sentences)

@@ -28,6 +28,10 @@ EXPECTED_HINTS = {
     (3, "every_process_prints_and_writes"): "2 processes wrote metrics.json",
     (3, "labels_not_gathered"): "each process holds only its own share of the labels",
     (3, "no_end_training"): "while still in the process group",
+    (3, "main_process_evaluates_alone"): "the prepared model, whose DistributedDataParallel "
+                                         "wrapper first broadcasts its buffers",
+    (3, "main_process_evaluates_alone_unwrapped"): "one process evaluated all 408 pairs and "
+                                                   "the others none",
     (4, "accelerator_without_cpu"): "each process reports 1 process",
     (4, "accelerator_before_launch"): "the `Accelerator` should only be initialized inside",
     (4, "dynamic_padding"): "different lengths",

@@ -127,10 +127,10 @@ def test_the_course_as_pip_installs_it_carries_the_embedded_default_and_the_metr
     assert all((site / name).is_file() for name in shipped), shipped
     check = ("import common, evaluate\n"
              "from common.checkpoint import resolve_checkpoint\n"
-             "from common.data import load_mrpc\n"
+             "from common.data import load_splits\n"
              "from common.metric import GLUE_MRPC_METRIC\n"
              "assert common.__file__.startswith(%r), common.__file__\n"
-             "print(len(load_mrpc('embedded')['validation']), resolve_checkpoint('embedded'))\n"
+             "print(len(load_splits('embedded')['validation']), resolve_checkpoint('embedded'))\n"
              "print(evaluate.load(GLUE_MRPC_METRIC).compute(predictions=[1, 0], references=[1, 1]))\n"
              % str(site))
     result = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True,

@@ -123,5 +123,5 @@ def test_the_numbers_shown_for_steps_1_and_2_are_what_a_run_gives(default_runs, 
     assert shown, f"the README shows no result line for step {step}"
     metrics = default_runs[step]
     assert shown.groups() == (f"{metrics['accuracy']:.4f}", f"{metrics['f1']:.4f}")
-    assert f"validation: accuracy {metrics['accuracy']:.4f}, f1 {metrics['f1']:.4f} (408 pairs)" \
+    assert f"validation: accuracy {metrics['accuracy']:.4f}, f1 {metrics['f1']:.4f} (408 examples)" \
         in PAGES[f"{FOLDERS[step]}/README.md"]  # the lesson's own run

@@ -45,7 +45,11 @@ def test_there_are_the_variants_the_course_promises():
     assert names[1] == {"no_zero_grad", "no_scheduler_step", "no_model_eval"}
     assert names[2] == {"model_not_prepared", "loss_backward", "scheduler_prepared"}
     assert names[3] == {"no_gather", "no_cut", "every_process_prints_and_writes",
-                        "gather_for_metrics", "labels_not_gathered", "no_end_training"}
+                        "gather_for_metrics", "labels_not_gathered", "no_end_training",
+                        "main_process_evaluates_alone", "main_process_evaluates_alone_unwrapped"}
+    assert {step: {v.name for v in lab.variants(step, "invariants")} for step in STEPS} == {
+        1: set(), 2: {"mixed_precision_bf16"}, 4: set(),
+        3: {"seedable_batches", "accumulate_2", "save_state", "resume_state", "reduced_loss"}}
     assert names[4] == {"accelerator_without_cpu", "accelerator_before_launch",
                         "dynamic_padding", "loss_item_every_step"}
 
@@ -170,6 +174,24 @@ def test_step3_gather_for_metrics_is_identical(lab_runs):
         assert getattr(run, field) == getattr(lesson, field), field
 
 
+@pytest.mark.step3
+def test_step3_evaluating_on_the_main_process_alone_with_the_prepared_model_fails(lab_runs):
+    # the seed notebook's "standard evaluation loop launched on the main process only", with
+    # the model prepare() returned: DDP's forward broadcasts the buffers to processes that
+    # stopped, and gloo says the peer closed its connection (in a launch of its own)
+    run = lab_runs(3)["main_process_evaluates_alone"]
+    assert run.error is not None and "Connection closed by peer" in run.error, run.error
+    assert run.learning_rates and run.writes == 0  # it trained, then stopped evaluating
+
+
+@pytest.mark.step3
+def test_step3_evaluating_on_the_main_process_alone_unwrapped_works_and_costs(lab_runs):
+    lesson, run = lab_runs(3)["lesson"], lab_runs(3)["main_process_evaluates_alone_unwrapped"]
+    assert run.error is None and run.predictions == lesson.predictions
+    assert run.losses == lesson.losses and run.writes == 1
+    assert run.eval_forwarded == [408, 0] and lesson.eval_forwarded == [208, 208]
+
+
 # step 4, notebook_launcher on two processes, dropout off -----------------------------------
 
 @pytest.mark.step4
@@ -209,18 +231,27 @@ def masked(table):
 def test_the_readme_shows_each_steps_table_as_the_lab_measures_it(lab_runs, step):
     shown = dict((int(m.group(2)), m.group(3)) for m in update_readme.shown(update_readme.WHATIF))
     assert step in shown, f"no lesson page has a what-if table for step {step}"
-    measured = whatif.block(step, lab_runs(step).rows)
+    measured = update_readme.whatif_block(step, lab_runs(step).rows)
     assert masked(shown[step]) == masked(measured), \
-        f"the step {step} what-if table is stale: run python -m accelerate_course.whatif --readme"
+        f"the step {step} what-if table is stale: run make readme WHATIF=1"
+    invariants = dict((int(m.group(2)), m.group(3))
+                      for m in update_readme.shown(update_readme.INVARIANTS))
+    rows = lab_runs(step).invariant_rows
+    assert (step in invariants) == bool(rows), f"step {step}'s invariants table"
+    if rows:
+        assert invariants[step] == update_readme.invariants_block(step, rows), \
+            f"the step {step} invariants table is stale: run make readme WHATIF=1"
 
 
-def test_the_terminal_gets_plain_text_not_markdown():
-    # make what-if prints for a person at a terminal; the README gets the Markdown (--readme)
-    rows = [{"variant": "lesson", "change": "-", "measured": "2 processes, scored 208 + 208",
-             "verdict": "-", "seconds": 1.0},
-            {"variant": "no_cut", "change": "`- a`<br>`+ b`<br>and 7 more lines",
-             "measured": "2 processes", "verdict": "the cut is gone", "seconds": 1.2}]
-    text = whatif.plain_text(3, rows)
+def test_the_terminal_gets_plain_text_and_the_pages_markdown():
+    # make what-if prints for a person at a terminal; the pages get the Markdown: the same
+    # rows, as data, rendered twice
+    rows = [lab.Row("lesson", [], 0, None, ["2 processes", "scored 208 + 208"], "-", 1.0),
+            lab.Row("no_cut", ["- a", "+ b"], 7, None, ["2 processes"], "the cut is gone", 1.2)]
+    text = whatif.plain_text(3, lab.WhatIf(rows, [], {}))
     assert not any(mark in text for mark in ("<br>", "`", "| ", "**"))
     assert "  change    - a\n            + b\n            and 7 more lines" in text
     assert "  result    the cut is gone" in text
+    page = update_readme.whatif_block(3, rows)
+    assert "| no_cut | `- a`<br>`+ b`<br>and 7 more lines | 2 processes | the cut is gone | 1.2 s |" \
+        in page

@@ -14,7 +14,7 @@ import re
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from common.data import load_mrpc
+from common.data import load_splits
 
 
 def words(text):
@@ -53,7 +53,7 @@ def main():
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="embedded")
     args = parser.parse_args()
-    result = baselines(load_mrpc(args.dataset))
+    result = baselines(load_splits(args.dataset))
     print(f"majority class: accuracy {result['majority']:.4f}")
     print(f"word overlap (logistic regression): accuracy {result['overlap']:.4f}")
 

@@ -103,10 +103,10 @@ def measure(args):
     m4 = json.loads((out4 / "metrics.json").read_text())
     print(f"  step 3: {wall3:.1f} s wall; notebook: {wall4:.1f} s", file=sys.stderr)
 
-    from common.data import load_mrpc
+    from common.data import load_splits
     from common.embedded.build_data import generate
 
-    base = baselines(load_mrpc("embedded"))
+    base = baselines(load_splits("embedded"))
     m1, m2 = metrics[1], metrics[2]
     losses = m1["train_losses"]
     first, last = sum(losses[:200]) / 200, sum(losses[-200:]) / 200
@@ -157,7 +157,7 @@ def measure(args):
 
     # what the model gets right, by how the pair was made (the embedded generator knows)
     kinds = [r["kind"] for r in generate()["validation"]]
-    labels = load_mrpc("embedded")["validation"]["label"]
+    labels = load_splits("embedded")["validation"]["label"]
     by_kind = defaultdict(lambda: [0, 0, 0])
     for kind, label, model, overlap in zip(kinds, labels, m1["predictions"],
                                            base["overlap_predictions"]):

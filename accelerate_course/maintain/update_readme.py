@@ -1,28 +1,38 @@
 """The one writer of the pages' generated blocks: the README and each lesson's page.
 
-    python -m accelerate_course.maintain.update_readme          (rewrites the diffs in place: make readme)
-    python -m accelerate_course.maintain.update_readme --check  (exit 1 if a page's diff is stale)
+    python -m accelerate_course.maintain.update_readme                 (the diffs: make readme)
+    python -m accelerate_course.maintain.update_readme --whatif [N ..] (and the what-if and
+                                                  invariants tables, measured now: make readme WHATIF=1)
+    python -m accelerate_course.maintain.update_readme --check         (exit 1 if a diff is stale)
 
 A generated block sits between two markers, on any of PAGES:
     <!-- BEGIN diff step1_plain_loop step2_accelerate -->  ...  <!-- END diff -->
 holds the lesson from the first step to the second as a unified diff, in a ```diff block
 (accelerate_course/steps.py's lesson_diff);
     <!-- BEGIN whatif 3 -->  ...  <!-- END whatif -->
-holds step 3's what-if table, which only a run can measure: accelerate_course/whatif.py --readme runs it
-and hands the tables to write_pages. tests/test_readme.py and tests/test_whatif.py fail when
-a page and the code disagree.
+holds step 3's what-if table and its variants' notes, and
+    <!-- BEGIN invariants 3 -->  ...  <!-- END invariants -->
+its invariants table: only a run can measure them (accelerate_course/lab.py's what_if), and
+whatif_block and invariants_block render its rows here, as the terminal's make what-if renders
+them there. tests/test_readme.py and tests/test_whatif.py fail when a page and the code
+disagree.
 """
 
 import argparse
 import re
 import sys
+import tempfile
+from pathlib import Path
 
+from accelerate_course import lab
 from accelerate_course.steps import FOLDERS, REPO, lesson_diff
 
 README = REPO / "README.md"
 PAGES = [README, *(REPO / folder / "README.md" for folder in FOLDERS.values())]
 BLOCK = re.compile(r"(<!-- BEGIN diff (\S+) (\S+) -->\n)(.*?)(<!-- END diff -->)", re.S)
 WHATIF = re.compile(r"(<!-- BEGIN whatif (\d) -->\n)(.*?)(<!-- END whatif -->)", re.S)
+INVARIANTS = re.compile(r"(<!-- BEGIN invariants (\d) -->\n)(.*?)(<!-- END invariants -->)",
+                        re.S)
 
 
 def step_diff(earlier, later):
@@ -33,32 +43,77 @@ def step_diff(earlier, later):
     return lesson_diff(step)
 
 
-def render(text, whatif_tables=None):
-    """Return a page's text with every diff block regenerated, and the what-if blocks of the
-    steps in whatif_tables ({step: Markdown}) replaced."""
+def cell(text):
+    """Return text for a Markdown table cell (its own | escaped)."""
+    return text.replace("|", "\\|")
+
+
+def whatif_block(step, rows, with_time=True):
+    """Return a step's what-if table (lab.Rows) as its lesson page shows it, then its
+    variants' notes."""
+    header = "| variant | the change | measured | against the lesson |" + \
+        (" time |" if with_time else "")
+    lines = [header, "|" + "---|" * (5 if with_time else 4)]
+    for row in rows:
+        change = [f"`{line}`" for line in row.change] + (
+            [f"and {row.more} more lines"] if row.more else [])
+        change = "<br>".join(change) or ("-" if not row.setting else "the lesson")
+        if row.setting:
+            change += f", with {row.setting}"
+        cells = [f"**{row.variant}**" if row.variant == "lesson" else row.variant, change,
+                 cell(", ".join(row.measured)), cell(row.verdict)]
+        if with_time:
+            cells.append(f"{row.seconds:.1f} s")
+        lines.append("| " + " | ".join(cells) + " |")
+    notes = [f"- **{v.name}**: {v.note}" for v in lab.variants(step) if v.note]
+    return "\n".join(lines) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
+
+
+def invariants_block(step, rows):
+    """Return a step's invariants table (invariants.InvariantRows), then what each of its
+    patches adds."""
+    lines = ["| invariant | compared | measured | verdict |", "|---|---|---|---|"]
+    for row in rows:
+        lines.append("| " + " | ".join(cell(text) for text in (
+            row.invariant, row.compared, "; ".join(row.measured),
+            row.verdict + ("" if row.holds else " (**does not hold**)"))) + " |")
+    notes = [f"- **{v.name}**: {v.title}. {v.note}" for v in lab.variants(step, "invariants")]
+    return "\n".join(lines) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
+
+
+def render(text, results=None):
+    """Return a page's text with every diff block regenerated, and the what-if and invariants
+    blocks of the steps in results ({step: lab.WhatIf}) replaced."""
     def diff(match):
         head, earlier, later, _, tail = match.groups()
         return f"{head}```diff\n{step_diff(earlier, later)}```\n{tail}"
 
-    def table(match):
-        head, step, _, tail = match.groups()
-        body = (whatif_tables or {}).get(int(step))
-        return head + body + tail if body else match.group(0)
+    def table(block):
+        def replace(match):
+            head, step, _, tail = match.groups()
+            result = (results or {}).get(int(step))
+            if result is None:
+                return match.group(0)
+            body = whatif_block(int(step), result.rows) if block is WHATIF else \
+                invariants_block(int(step), result.invariant_rows)
+            return head + body + tail
+        return replace
 
-    return WHATIF.sub(table, BLOCK.sub(diff, text))
+    text = BLOCK.sub(diff, text)
+    return INVARIANTS.sub(table(INVARIANTS), WHATIF.sub(table(WHATIF), text))
 
 
 def shown(pattern):
-    """Return the blocks of one kind (BLOCK or WHATIF) on all pages, as their matches."""
+    """Return the blocks of one kind (BLOCK, WHATIF or INVARIANTS) on all pages, as matches."""
     return [match for page in PAGES for match in pattern.finditer(page.read_text())]
 
 
-def write_pages(whatif_tables=None):
+def write_pages(results=None):
     """Regenerate every page's blocks (see render); return the names of the pages changed."""
     changed = []
     for page in PAGES:
         text = page.read_text()
-        new = render(text, whatif_tables)
+        new = render(text, results)
         if new != text:
             page.write_text(new)
             changed.append(str(page.relative_to(REPO)))
@@ -69,14 +124,24 @@ def main():
     parser = argparse.ArgumentParser(prog="python -m accelerate_course.maintain.update_readme",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--whatif", type=int, nargs="*", choices=[1, 2, 3, 4],
+                        help="measure the what-if and invariants tables of these steps (all "
+                             "when none is named) and write them too")
     args = parser.parse_args()
     if args.check:
         stale = [str(p.relative_to(REPO)) for p in PAGES if render(p.read_text()) != p.read_text()]
         if stale:
-            sys.exit(f"error: stale diffs in {', '.join(stale)}; run python -m accelerate_course.maintain.update_readme")
+            sys.exit(f"error: stale diffs in {', '.join(stale)}; run python -m "
+                     "accelerate_course.maintain.update_readme")
         return
-    changed = write_pages()
-    print(f"updated: {', '.join(changed) or 'nothing (the diffs were up to date)'}")
+    results = {}
+    if args.whatif is not None:
+        folder = Path(tempfile.mkdtemp(prefix="readme-whatif-"))
+        for step in args.whatif or [1, 2, 3, 4]:
+            print(f"measuring step {step}'s what-if lab ...", flush=True)
+            results[step] = lab.what_if(step, folder / f"step{step}")
+    changed = write_pages(results)
+    print(f"updated: {', '.join(changed) or 'nothing (the pages were up to date)'}")
 
 
 if __name__ == "__main__":
