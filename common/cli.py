@@ -108,6 +108,20 @@ def parse_args(argv=None, description=None):
 DATASET_NAMES = ("embedded", "embedded-sst2", "glue", "glue-mrpc", "glue-sst2")
 
 
+def command_line(settings):
+    """Return a command line of the course's flags from {setting: value} (the notebook's
+    settings: "train_batch_size" is --train-batch-size); a None value is left out, True is a
+    flag without a value."""
+    words = []
+    for name, value in settings.items():
+        if value is None or value is False:
+            continue
+        words.append("--" + name.replace("_", "-"))
+        if value is not True:
+            words.append(str(value))
+    return shlex.join(words)
+
+
 def check_dataset_name(name):
     """Exit with one error line unless name is one of DATASET_NAMES or an existing folder."""
     if name in DATASET_NAMES or Path(name).is_dir():

@@ -65,10 +65,10 @@ def install_plan(python, installed, tpu, hosted, course_found, course_source, pi
                      + " at the course's versions (numpy, pandas and pyarrow stay the runtime's "
                      "unless these need newer ones)")
     if not course_found and not course_source:
-        return [], [], ("the course's own modules are not here: set COURSE_SOURCE to where "
-                        "the course is published (what pip installs, e.g. "
-                        "git+https://github.com/<owner>/<course>@v0.1.0), or open this notebook "
-                        "in the course's folder")
+        return [], [], ("the course itself is not installed here, and the cell above names no "
+                        "COURSE_SOURCE: type there where the course is published, as "
+                        'COURSE_SOURCE = "git+https://github.com/<owner>/<course>@<tag>", and '
+                        "run both cells again")
     if not course_found:
         commands.append([course_source])
         notes.append(f"installs the course from {course_source}")

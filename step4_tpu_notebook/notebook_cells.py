@@ -1,6 +1,8 @@
 # %% [markdown]
 # # Launching training on TPU cores with 🤗 Accelerate
 #
+# links: written by accelerate_course/maintain/build_notebook.py
+#
 # The last step of the course, as a notebook: fine-tune a BERT-style classifier on GLUE MRPC
 # (is sentence 2 a paraphrase of sentence 1?) with the loop of step 3, started by
 # `notebook_launcher` on every TPU chip of a Colab or Kaggle TPU runtime, or on 2 processes of
@@ -12,34 +14,22 @@
 # %% [markdown]
 # ## Setup
 #
-# The next cell makes this notebook run where you opened it, and says in one `setup:` line
-# per decision what it kept and what it installed
-# ([docs/notebook-setup.md](../docs/notebook-setup.md) has its answer for each runtime):
+# Run the next two cells first. The first says where the course is installed from; the
+# second installs what this runtime lacks and says, in one `setup:` line per decision, what
+# it kept and what it installed ([its answer for each runtime](DOCS/notebook-setup.md)):
 # - **in the course's folder** (a laptop, after `make install`, with the `.venv` kernel): it
 #   finds everything already there and changes nothing;
-# - **on Colab or Kaggle**: it keeps the runtime's torch (on a TPU runtime, a torch and
-#   torch_xla of one release; otherwise it installs torch and torch_xla 2.9.0, PyTorch's
-#   CPU build of torch, since a TPU machine needs no CUDA), installs the course's versions of
-#   the Hugging Face libraries, and the course itself from `COURSE_SOURCE` (the package
-#   `common`, with the embedded tiny BERT and data: the notebook runs offline there too). If
-#   it upgraded a package this kernel had already loaded, it asks you to restart the runtime
-#   and run the notebook again; on a Python it cannot install for, it says so in one line;
+# - **on Colab or Kaggle**: it keeps the runtime's torch (on a TPU runtime, its torch and
+#   torch_xla of one release), installs the course's versions of the Hugging Face libraries,
+#   and the course itself from `COURSE_SOURCE` (the package `common`, with the embedded tiny
+#   BERT and data: the notebook runs offline there too). If it upgraded a package this kernel
+#   had already loaded, it asks you to restart the runtime and run the notebook again; where
+#   it cannot go on, it says why in one line and stops there;
 # - **with a TPU attached**: it sets `PJRT_DEVICE=TPU`, which, with the Colab or Kaggle
 #   environment, is what makes `notebook_launcher` take its TPU branch.
-#
-# Every setting of the notebook comes from `COURSE_ARGS` (the command line of the course's
-# scripts): `--checkpoint bert-base-cased --dataset glue` is the course's real setup, from the
-# Hugging Face Hub. Set `QUICK_RUN = True` below to see the whole notebook finish in a few
-# minutes.
 
 # %%
-import os
-
-# True: 50 optimizer steps instead of 3 epochs, so that the whole notebook finishes in a few
-# minutes (its numbers are then those of a barely trained model)
-QUICK_RUN = False
-if QUICK_RUN:
-    os.environ["COURSE_ARGS"] = os.environ.get("COURSE_ARGS", "") + " --max-train-steps 50"
+# source: written by accelerate_course/maintain/build_notebook.py
 
 # %%
 # setup: written by accelerate_course/maintain/build_notebook.py
@@ -58,10 +48,29 @@ if QUICK_RUN:
 # %% [markdown]
 # ## The settings
 #
-# The same settings the launch below reads (`main()` calls `parse_args()` too): every cell
-# uses them, so what you look at here is what is trained there.
+# Tweak anything you like in here: the launch below reads these settings (`main()` parses
+# them, as the course's scripts parse their command line), and so do the cells before it.
+# `"checkpoint": "bert-base-cased", "dataset": "glue"` is the course's real setup, from the
+# Hugging Face Hub; `"dataset": "embedded-sst2"` a single-sentence task (SST-2-shaped);
+# `"max_train_steps": 50` a run of a few minutes (its numbers are then those of a barely
+# trained model). Any other flag of the scripts goes in the environment variable
+# `COURSE_ARGS`, after these.
 
 # %%
+from common.cli import command_line
+
+hyperparameters = {
+    "lr": 5e-5,
+    "epochs": 3,
+    "train_batch_size": 8,  # per process
+    "eval_batch_size": 8,  # per process
+    "seed": 42,
+    "checkpoint": "embedded",
+    "dataset": "embedded",
+    "num_processes": 2,  # on a CPU or GPUs; on a TPU, one process per chip whatever this says
+    "max_train_steps": None,  # a number: stop after that many optimizer steps
+}
+os.environ["COURSE_ARGS"] = command_line(hyperparameters) + " " + COURSE_ARGS_GIVEN
 args = parse_args()
 print(args)
 
@@ -77,7 +86,7 @@ import pandas as pd
 raw_datasets = load_splits(args.dataset)
 print(raw_datasets)
 examples = raw_datasets["train"].shuffle(seed=0).select(range(6))
-pd.DataFrame(examples)[["sentence1", "sentence2", "label"]].style.set_properties(
+pd.DataFrame(examples).drop(columns="idx", errors="ignore").style.set_properties(
     **{"text-align": "left"})
 
 # %% [markdown]
@@ -87,8 +96,11 @@ pd.DataFrame(examples)[["sentence1", "sentence2", "label"]].style.set_properties
 # with `token_type_ids` telling the two sentences apart:
 
 # %%
+from common.data import text_columns
+
 tokenizer = load_tokenizer(resolve_checkpoint(args.checkpoint))
-pair = tokenizer(raw_datasets["train"][0]["sentence1"], raw_datasets["train"][0]["sentence2"])
+first = raw_datasets["train"][0]
+pair = tokenizer(*(first[column] for column in text_columns(raw_datasets["train"])))
 print(tokenizer.decode(pair["input_ids"]))
 print(pair)
 
@@ -108,12 +120,15 @@ print({name: tuple(tensor.shape) for name, tensor in batch.items()})
 #
 # The pretrained encoder with a new, untrained two-class head. This cell runs it on the CPU:
 # the model and the batch are CPU tensors, and nothing here touches a TPU, so the launch
-# below can still start its processes there (see "The TPU rules" below).
+# below can still start its processes there (see "The TPU rules" below). transformers'
+# load report lists the pretraining heads' weights as UNEXPECTED (the classifier does not
+# use them) and the new head's as MISSING: newly initialized, as they should be.
 
 # %%
 set_seed(args.seed)
 untrained = AutoModelForSequenceClassification.from_pretrained(
     resolve_checkpoint(args.checkpoint), num_labels=2)
+untrained.config.pad_token_id = tokenizer.pad_token_id
 outputs = untrained(**batch)
 print(outputs.loss, outputs.logits.shape)
 
@@ -147,21 +162,25 @@ print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), refe
 #   `prepare()` moves the model it is given to its core in place: without a copy, one core
 #   would train the weights another core moved (accelerate issue #3126). Dropout on the TPU
 #   draws from the core's random generator, which `set_seed` in `main()` cannot reach before
-#   the launch: the function seeds it from `--seed`.
-#
+#   the launch: the function seeds it from `--seed`, as Accelerate's own `set_seed` would
+#   (which would start the TPU runtime if `main()` called it).
 # - **The `Accelerator` is created inside it.** Each process sets up its own. If the
-#   notebook has already created one, `notebook_launcher` refuses to launch ("the
-#   `Accelerator` should only be initialized inside your training function"): restart the
-#   runtime.
+#   notebook has already created one, `notebook_launcher` refuses to launch on a TPU and on
+#   several processes ("the `Accelerator` should only be initialized inside your training
+#   function"): restart the runtime. (On the branches that run the function in this process,
+#   a CPU or one GPU in Colab, it does not check.)
 # - **The model is created outside it**, once, in `main()`, and passed in: it is loaded (or
 #   downloaded) once, its new head gets its random weights from one seed, and every process
 #   starts from that copy. Keep it on the CPU until the launch: torch_xla refuses to start
 #   its processes once this notebook has used the TPU ("Runtime is already initialized. Do
 #   not use the XLA device before calling xmp.spawn."), which is why the cells above run on
 #   the CPU.
-# - **Every batch has the same shape.** XLA compiles the computation for the shapes it sees;
-#   dynamic padding gives a new sequence length almost every batch, and each new length
-#   costs a new compilation. Padding every pair to 128 tokens compiles once.
+# - **Every batch has the same shape, almost.** XLA compiles the computation for the shapes
+#   it sees; dynamic padding gives a new sequence length almost every batch, and each new
+#   length costs a new compilation. Padding every pair to 128 tokens leaves one more shape on
+#   one device (a Colab TPU v5e-1): the epoch's last batch, of the 3,668 % 8 = 4 pairs left
+#   (measured on torch_xla's CPU backend: COMPILES). On several chips Accelerate completes
+#   the last round with pairs from the start, so every batch is full.
 # - **No `.item()` at every step.** Reading a value from the TPU makes the host wait for it;
 #   the losses stay on the device and are read once, after training.
 #
@@ -177,21 +196,25 @@ print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), refe
 # `main()` reads the settings, creates the model once, and calls
 # `notebook_launcher(training_function, (model, args), num_processes=args.num_processes)`.
 # What it prints tells you where it runs:
-# - on a Colab or Kaggle TPU: **`Launching a training on TPU cores.`**, then
-#   `Distributed environment: DistributedType.XLA`, one process per TPU chip (`num_processes`
-#   is ignored there). If you see anything else, the TPU branch was not taken: check that
-#   the setup cell found the TPU (`PJRT_DEVICE=TPU`);
+# - on a Colab TPU (v5e-1, or v6e-1 with Colab Pro) or a Kaggle TPU (v5e-8): **`Launching a
+#   training on TPU cores.`**, then `Distributed environment: DistributedType.XLA`, one
+#   process per TPU chip (1 on Colab, 8 on Kaggle; `num_processes` is ignored there). If you
+#   see anything else, the TPU branch was not taken: check that the setup cell found the TPU
+#   (`PJRT_DEVICE=TPU`);
 # - on a CPU (a laptop, this copy): `Launching training on 2 CUDAs.` (Accelerate names CUDA
-#   for any machine without another accelerator), then `MULTI_CPU  Backend: gloo`, `Num
+#   for any machine without another accelerator), a warning from each process that Accelerate
+#   gives it one thread (`OMP_NUM_THREADS`), then `MULTI_CPU  Backend: gloo`, `Num
 #   processes: 2`;
-# - on Colab without a TPU, with a CPU or one GPU: `Launching training on one CPU.` or `on
-#   one GPU.`, and the function runs once, in this notebook's process;
-# - on Kaggle with one GPU: first `note: 2 processes asked for and 1 GPU here ...`, then the 2
-#   processes on the CPU (gloo): two processes cannot share one GPU. `COURSE_ARGS=
-#   "--num-processes 1"` trains in one process on the GPU instead;
-# - on Kaggle with two GPUs (T4 x2): `DistributedType.MULTI_GPU`, one process per GPU (nccl).
+# - on Colab without a TPU, with a CPU or one GPU (T4): `Launching training on one CPU.` or
+#   `on one GPU.`, and the function runs once, in this notebook's process;
+# - on Kaggle with two GPUs (T4 x2, Kaggle's GPU runtime): `DistributedType.MULTI_GPU`, one
+#   process per GPU (nccl);
+# - on a machine with one GPU and 2 processes asked for: first `note: 2 processes asked for
+#   and 1 GPU here ...`, then the 2 processes on the CPU (gloo): two processes cannot share
+#   one GPU. `"num_processes": 1` trains in one process on the GPU instead.
 #
-# (The GPU lines are read in Accelerate's sources and simulated, not yet run on a GPU.)
+# (The GPU and TPU lines are read in Accelerate's sources and simulated here, not yet run on
+# a GPU or a TPU.)
 
 # %%
 # train.py: cell 3

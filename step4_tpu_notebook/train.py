@@ -121,11 +121,12 @@ def training_function(model, args):  # step 4: the model comes in from outside
         all_labels.append(accelerator.gather(batch["labels"]))
     # to give every process full batches, the last ones were completed with samples
     # from the start of the dataset; they sit at the end, so keep one prediction per pair of
-    # the split. (Accelerate's examples call accelerator.gather_for_metrics(...) in the loop
-    # instead, which gathers and drops that tail itself.)
+    # the split, as the prepared loader counts them (on a TPU too, where it has no .dataset).
+    # Accelerate's examples call accelerator.gather_for_metrics(...) in the loop instead,
+    # which gathers and drops that tail itself
     gathered = torch.cat(all_predictions)
-    predictions = gathered[: len(eval_dataloader.dataset)]
-    labels = torch.cat(all_labels)[: len(eval_dataloader.dataset)]
+    predictions = gathered[: eval_dataloader.total_dataset_length]
+    labels = torch.cat(all_labels)[: eval_dataloader.total_dataset_length]
     eval_metric = metric.compute(predictions=predictions, references=labels)
     eval_seconds = time.perf_counter() - start
 

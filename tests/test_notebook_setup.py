@@ -18,20 +18,22 @@ PINS = pinned_packages()
 LIBRARIES = {pin.split("==")[0]: pin.split("==")[1] for pin in PINS if not pin.startswith("torch==")}
 SOURCE = "git+https://github.com/<owner>/<course>@v0.1.0"
 
-# (runtime, Python, what it has installed, TPU chips): each runtime with the versions assumed
-# for it in docs/notebook-setup.md (not observed: there is no Colab or Kaggle from here; the
-# cell prints what it finds, so the first run on each runtime shows which row it is)
+# (runtime, Python, what it has installed, TPU chips): each current runtime with the versions
+# read in its own published files (docs/notebook-setup.md says where: not observed, there is
+# no Colab or Kaggle from here; the cell prints what it finds), and the cases that stop
 RUNTIMES = [
-    ("Colab TPU v2-8, with a torch/torch_xla pair", (3, 11),
-     {"torch": "2.8.0+cpu", "torch_xla": "2.8.0", "scikit-learn": "1.6.1"}, ["v2/v3"] * 4),
-    ("Kaggle TPU v3-8, with a torch/torch_xla pair", (3, 11),
-     {"torch": "2.8.0+cpu", "torch_xla": "2.8.0", "scikit-learn": "1.6.1"}, ["v2/v3"] * 4),
-    ("Kaggle TPU v5e-8, torch without torch_xla", (3, 12),
-     {"torch": "2.9.0", "scikit-learn": "1.6.1"}, ["v5e"] * 8),
-    ("any TPU runtime on Python 3.13 without torch_xla", (3, 13), {"torch": "2.9.0"}, ["v5e"]),
+    ("Colab TPU v5e-1 or v6e-1", (3, 13),
+     {"torch": "2.9.0+cpu", "torch_xla": "2.9.0", "scikit-learn": "1.6.1"}, ["v5e"]),
+    ("Kaggle TPU v5e-8", (3, 12),
+     {"torch": "2.8.0+cpu", "torch_xla": "2.8.0", "scikit-learn": "1.6.1"}, ["v5e"] * 8),
+    ("Colab GPU (T4)", (3, 13), {"torch": "2.11.0+cu128", "scikit-learn": "1.6.1"}, []),
+    ("Colab CPU", (3, 13), {"torch": "2.11.0+cpu", "scikit-learn": "1.6.1"}, []),
+    ("Kaggle GPU T4 x2", (3, 12), {"torch": "2.10.0+cu128", "scikit-learn": "1.6.1"}, []),
+    ("a Google Cloud TPU VM v2-8 or v3-8 without torch_xla", (3, 12), {}, ["v2/v3"] * 4),
+    ("a TPU machine on Python 3.13 without torch_xla", (3, 13), {"torch": "2.9.0"}, ["v5e"]),
     ("any runtime on Python 3.10", (3, 10), {"torch": "2.8.0"}, []),
-    ("Colab GPU (T4)", (3, 12), {"torch": "2.9.0+cu126", "scikit-learn": "1.6.1"}, []),
-    ("Colab CPU", (3, 12), {"torch": "2.9.0+cpu", "scikit-learn": "1.6.1"}, []),
+    ("a runtime without the course, and no COURSE_SOURCE", (3, 13),
+     {"torch": "2.11.0+cpu", "scikit-learn": "1.6.1"}, []),
     ("the course's folder (make install)", (3, 11), {"torch": "2.13.0", **LIBRARIES}, []),
 ]
 
@@ -42,8 +44,9 @@ def plan_for(python, installed, tpu, hosted=True, course_found=False, course_sou
 
 def table_row(runtime, python, installed, tpu):
     in_folder = runtime.startswith("the course's folder")
+    source = "" if "no COURSE_SOURCE" in runtime else SOURCE
     commands, notes, stop = plan_for(python, installed, tpu, hosted=not in_folder,
-                                     course_found=in_folder)
+                                     course_found=in_folder, course_source=source)
     does = f"stops: {stop}" if stop else "; ".join(notes)
     return f"| {runtime} | {python[0]}.{python[1]} | {does} |"
 

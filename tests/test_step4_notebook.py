@@ -3,12 +3,16 @@ and the two things a TPU notebook must get right (the Accelerator inside the fun
 the model outside it)."""
 
 import json
+import os
+import re
+import shlex
+import sys
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from conftest import REPO, read_metrics
+from conftest import REPO, read_metrics, run_step
 
 from accelerate_course.maintain import build_notebook
 
@@ -106,7 +110,8 @@ def test_the_notebook_says_only_true_things_about_the_tpu_before_the_launch():
     for source in before_launch:
         assert "Accelerator(" not in source or "def training_function" in source
         assert "xla_device" not in source and "torch_xla.device" not in source
-        assert "set_seed(42)" not in source and '"embedded"' not in source  # the launch's settings
+        if "hyperparameters = {" not in source:  # the others read the settings from args
+            assert "set_seed(42)" not in source and '"embedded"' not in source
     assert any("parse_args()" in source for source in before_launch)
 
 
@@ -137,3 +142,103 @@ def test_the_notebook_runs_top_to_bottom_on_a_real_kernel(tmp_path, monkeypatch)
     assert metrics["num_processes"] == 2
     assert metrics["eval_gathered"] == 416 and metrics["eval_samples"] == 408
     assert len(metrics["train_losses"]) == 20
+
+
+# what a student sees when the notebook is opened from a link --------------------------------
+
+def committed_outputs():
+    notebook = nbformat.read(build_notebook.NOTEBOOK, as_version=4)
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            yield cell, output, output.get("text", "") + "".join(
+                value for value in output.get("data", {}).values() if isinstance(value, str))
+
+
+# an absolute path: /something/else... after a space, a quote, a bracket or the line's start
+ABSOLUTE_PATH = re.compile(r"(?:^|[\s'\"(=\[])(/(?:[\w.-]+/)+[\w.-]*)", re.M)
+
+
+def test_the_committed_outputs_hold_no_path_of_the_machine_that_ran_them():
+    found = [(cell.id, match.group(1)) for cell, _, text in committed_outputs()
+             for match in ABSOLUTE_PATH.finditer(text)]
+    assert found == [], found
+    text = build_notebook.NOTEBOOK.read_text()
+    for path in (str(REPO), sys.prefix, os.path.expanduser("~"), "/tmp/"):
+        assert path not in text, path
+
+
+def test_the_committed_outputs_keep_progress_bars_as_their_last_state_and_no_setup_line():
+    streams = [(cell, output) for cell, output, _ in committed_outputs()
+               if output.output_type == "stream"]
+    assert streams and not any("\r" in output.text for _, output in streams)
+    setup = build_notebook.setup_cell()
+    notebook = nbformat.read(build_notebook.NOTEBOOK, as_version=4)
+    setup_cells = [cell for cell in notebook.cells if cell.source == setup]
+    assert len(setup_cells) == 1 and setup_cells[0].outputs == []  # it says what a machine has
+    assert not any("setup:" in text for _, _, text in committed_outputs())
+
+
+def test_the_notebooks_links_work_when_it_is_opened_alone():
+    notebook = build_notebook.build()
+    text = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+    links = re.findall(r"\]\(([^)]+)\)", text)
+    assert links and all(link.startswith("https://") for link in links), links
+    repository = build_notebook.repository()
+    assert f"https://colab.research.google.com/github/{repository.split('github.com/')[1]}" \
+        f"/blob/{build_notebook.version_tag()}/step4_tpu_notebook/tpu_training.ipynb" in text
+    assert f"https://kaggle.com/kernels/welcome?src={repository}/blob/" in text
+
+
+def test_the_first_cell_names_where_the_course_comes_from_in_one_editable_line():
+    notebook = build_notebook.build()
+    first = next(cell for cell in notebook.cells if cell.cell_type == "code")
+    assert [line for line in first.source.splitlines() if not line.startswith("#")] == \
+        [f'COURSE_SOURCE = "{build_notebook.course_source()}"']
+
+
+def test_the_settings_are_a_dictionary_that_the_launch_reads(monkeypatch):
+    # the seed notebook's hyperparameters cell: the launch's main() parses what it says
+    from common.cli import command_line, parse_args
+    notebook = build_notebook.build()
+    cell = next(c.source for c in notebook.cells if "hyperparameters = {" in c.source)
+    settings = {}
+    exec(cell.split("os.environ")[0].replace("from common.cli import command_line", ""), {}, settings)
+    hyperparameters = settings["hyperparameters"]
+    assert {"lr", "epochs", "train_batch_size", "eval_batch_size", "seed", "checkpoint",
+            "dataset", "num_processes"} <= set(hyperparameters)
+    args = parse_args(shlex.split(command_line(dict(hyperparameters, lr=2e-5, epochs=1))))
+    assert (args.lr, args.epochs, args.train_batch_size, args.num_processes) == (2e-5, 1, 8, 2)
+    assert args.max_train_steps is None
+
+
+# Kaggle's TPU v5e-8: 8 processes, one per chip -------------------------------------------
+
+def test_on_8_processes_accelerate_shares_the_batches_as_the_runtime_page_says():
+    # Accelerate's own sharding (the same on XLA, where MpDeviceLoaderWrapper wraps it): the
+    # 459 training batches of 8 completed to 58 per process, the 51 evaluation batches to 7
+    from accelerate.data_loader import BatchSamplerShard
+    from torch.utils.data import BatchSampler, SequentialSampler
+
+    def per_process(pairs, batch_size=8, processes=8):
+        batches = BatchSampler(SequentialSampler(range(pairs)), batch_size, drop_last=False)
+        return [list(BatchSamplerShard(batches, processes, rank, even_batches=True))
+                for rank in range(processes)]
+
+    train = per_process(3668)
+    assert {len(shard) for shard in train} == {58} and 3 * 58 == 174  # the notebook's 3 epochs
+    assert all(len(batch) == 8 for shard in train for batch in shard)  # every batch full
+    evaluation = per_process(408)
+    assert {len(shard) for shard in evaluation} == {7}
+    assert sum(len(batch) for shard in evaluation for batch in shard) == 448
+
+
+@pytest.mark.runs
+@pytest.mark.step4
+def test_8_gloo_processes_standing_in_for_8_chips_gather_448_and_keep_408(tmp_path):
+    result = run_step(4, tmp_path, "--num-processes", "8", "--max-train-steps", "2",
+                      OMP_NUM_THREADS="1")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert "Num processes: 8" in result.stdout  # from inside the processes
+    metrics = read_metrics(tmp_path)
+    assert metrics["num_processes"] == 8
+    assert (metrics["eval_gathered"], metrics["eval_samples"]) == (448, 408)

@@ -31,7 +31,7 @@ def test_every_patch_applies_to_todays_step(step, name):
 
 def test_a_step_that_changed_under_a_patch_fails_with_the_patchs_name():
     variant = next(v for v in lab.variants(3) if v.name == "no_cut")
-    text = STEPS[3].read_text().replace("gathered[: len(eval_dataloader.dataset)]",
+    text = STEPS[3].read_text().replace("gathered[: eval_dataloader.total_dataset_length]",
                                         "gathered[:408]")
     assert text != STEPS[3].read_text()
     with pytest.raises(lab.PatchError) as error:

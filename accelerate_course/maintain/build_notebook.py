@@ -1,19 +1,23 @@
 """Build step4_tpu_notebook/tpu_training.ipynb from train.py and notebook_cells.py, and run it.
 
-    python -m accelerate_course.maintain.build_notebook            (builds it, runs it on a real kernel with the
-                                               embedded default, and writes it with the
-                                               outputs of that run: make notebook)
-    python -m accelerate_course.maintain.build_notebook --check    (exit 1 if the committed notebook's cells are
-                                               not the ones built from the sources)
+    python -m accelerate_course.maintain.build_notebook            (builds it, runs it on a real
+                      kernel with the embedded default, and writes it with that run's outputs:
+                      make notebook)
+    python -m accelerate_course.maintain.build_notebook --check    (exit 1 if the committed
+                      notebook's cells are not the ones built from the sources)
 
 Both sources are jupytext "percent" scripts (cells start with `# %%`). notebook_cells.py
-holds the notebook's own cells (text, data, the first look, the metric); each of its cells
-whose whole source is `# train.py: cell N` is replaced by train.py's cell N, unchanged
-(cell 0, train.py's docstring, becomes a text cell), and the cell `# setup: ...` by the
-setup cell written here: common/notebook_setup.py's install_plan (what to keep and what to
-install on this runtime), the pins of requirements.txt, and where the course itself is
-installed from on Colab or Kaggle (pyproject.toml's notebook-source, at this version's tag). So the training code of the
-notebook is train.py's own code, and tests/test_step4_notebook.py fails when they drift apart.
+holds the notebook's own cells; each of its cells whose whole source is `# train.py: cell N`
+is replaced by train.py's cell N, unchanged (cell 0, train.py's docstring, becomes a text
+cell), and the cells written here: the links (Open in Colab, Open in Kaggle), the source (the
+editable COURSE_SOURCE line: where the course is installed from, this version's tag of
+pyproject.toml's repository), and the setup (common/notebook_setup.py's install_plan with
+the pins of requirements.txt). So the training code of the notebook is train.py's own code,
+and tests/test_step4_notebook.py fails when they drift apart.
+
+The outputs kept are a student's to trust: the setup cell's are not kept (they say what this
+machine had); progress bars are kept as their last state; the paths of the machine that ran
+it are written as <course>, <python>, <tmp>; links point at the repository.
 """
 
 import argparse
@@ -36,7 +40,39 @@ TRAIN = FOLDER / "train.py"
 CELLS = FOLDER / "notebook_cells.py"
 NOTEBOOK = FOLDER / "tpu_training.ipynb"
 PLACEHOLDER = re.compile(r"^# train\.py: cell (\d+)$")
-SETUP = "# setup: written by accelerate_course/maintain/build_notebook.py"
+WRITTEN = "written by accelerate_course/maintain/build_notebook.py"
+# the XLA lane's count for the cells' text (tests/test_xla.py measures it again)
+COMPILES = ("4 graphs compiled in the first 3 optimizer steps, 1 at step 434 of the same "
+            "shapes (its cause was not traced), and 1 at the epoch's last batch")
+
+
+def project():
+    """Return pyproject.toml, read."""
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def repository():
+    """Return the course's repository on GitHub ([tool.accelerate-course] repository), or a
+    placeholder that says what to write there."""
+    return project()["tool"]["accelerate-course"]["repository"] or \
+        "https://github.com/OWNER/COURSE"
+
+
+def version_tag():
+    """Return the tag of this version, which the notebook installs the course from."""
+    return f"v{project()['project']['version']}"
+
+
+def course_source():
+    """Return where a notebook opened without the course installs it from: the repository at
+    this version's tag ('' while pyproject.toml names no repository)."""
+    named = project()["tool"]["accelerate-course"]["repository"]
+    return f"git+{named}@{version_tag()}" if named else ""
+
+
+def on_github(path):
+    """Return the address of a file of the course, at this version's tag, on GitHub."""
+    return f"{repository()}/blob/{version_tag()}/{path}"
 
 
 def train_cells():
@@ -49,17 +85,9 @@ def pinned_packages():
     not the notebook runner, the plot or the tests, and not numpy, pandas, pyarrow and
     scikit-learn, which a hosted runtime has already loaded or ships for its own tools."""
     skip = ("pytest", "jupytext", "nbclient", "ipykernel", "matplotlib", "numpy==",
-            "pandas==", "pyarrow==", "scikit-learn==")
+            "pandas==", "pyarrow==", "scikit-learn==", "psutil==")
     return [line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()
             if line.strip() and not line.startswith("#") and not line.startswith(skip)]
-
-
-def course_source():
-    """Return where a notebook opened without the course installs it from: pyproject.toml's
-    [tool.accelerate-course] notebook-source, at this version's tag ('' while it is unset)."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    source = project["tool"]["accelerate-course"]["notebook-source"]
-    return f"{source}@v{project['project']['version']}" if source else ""
 
 
 def module_body(module):
@@ -73,12 +101,31 @@ def module_body(module):
 TPU_CHIPS_SOURCE = inspect.getsource(tpu_chips).rstrip()
 
 
+def links_markdown():
+    """Return the badges that open this notebook on Colab and on Kaggle."""
+    path = f"{FOLDER.name}/{NOTEBOOK.name}"
+    on_branch = f"{repository()}/blob/{version_tag()}/{path}"
+    colab = on_branch.replace("https://github.com/", "https://colab.research.google.com/github/")
+    return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}) "
+            f"[![Open in Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]"
+            f"(https://kaggle.com/kernels/welcome?src={on_branch})")
+
+
+def source_cell():
+    """Return the cell whose one line a student edits: where the course is installed from."""
+    return f'''# Where Colab or Kaggle installs the course from: what pip installs, the teacher's copy at
+# its tag (make notebook writes it from pyproject.toml). In the course's own folder it is
+# not used. To install from another copy, type its address here, e.g.
+# "git+https://github.com/<owner>/<course>@{version_tag()}", and run the notebook again.
+COURSE_SOURCE = "{course_source()}"'''
+
+
 def setup_cell():
     """Return the source of the notebook's setup cell."""
     pins = ", ".join(f'"{p}"' for p in pinned_packages())
     return f'''# setup: what this runtime needs, decided by common/notebook_setup.py's install_plan
 # (its source is below, with common/tpu.py's tpu_chips: the course is not installed yet)
-import importlib.metadata, importlib.util, os, subprocess, sys
+import importlib.metadata, importlib.util, os, subprocess, sys, warnings
 
 {TPU_CHIPS_SOURCE}
 
@@ -86,8 +133,15 @@ import importlib.metadata, importlib.util, os, subprocess, sys
 {module_body(notebook_setup)}
 
 
+class SetupStopped(Exception):
+    """The notebook cannot go on here: one line says why (IPython shows it without a
+    traceback, and Run all stops at this cell)."""
+
+    def _render_traceback_(self):
+        return [f"setup: {{self}}"]
+
+
 PINS = [{pins}]
-COURSE_SOURCE = os.environ.get("COURSE_SOURCE", "{course_source()}")
 HOSTED = "google.colab" in sys.modules or any(k.startswith("KAGGLE") for k in os.environ)
 WATCHED = ["torch", "torch_xla", "numpy", "pandas", "pyarrow", "scikit-learn",
            *(pin.split("==")[0] for pin in PINS if not pin.startswith("torch=="))]
@@ -107,11 +161,16 @@ TPU = tpu_chips()  # a TPU chip on the PCI bus, found as torch_xla finds one
 before = installed_versions(WATCHED)
 commands, notes, stop = install_plan(sys.version_info[:2], before, TPU, HOSTED,
                                      importlib.util.find_spec("common") is not None,
-                                     COURSE_SOURCE, PINS)
+                                     os.environ.get("COURSE_SOURCE", COURSE_SOURCE), PINS)
 if stop:
-    raise SystemExit("error: " + stop)
+    raise SetupStopped(stop)
 for arguments in commands:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *arguments], check=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *arguments],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if line.strip()]
+        raise SetupStopped(f"pip could not install {{' '.join(arguments)}}: "
+                           f"{{said[-1] if said else 'exit code ' + str(done.returncode)}}")
 importlib.invalidate_caches()
 for note in notes:
     print("setup:", note)
@@ -119,14 +178,15 @@ loaded = {{name for name in before
           if {{"scikit-learn": "sklearn"}}.get(name, name.replace("-", "_")) in sys.modules}}
 upgraded = upgraded_in_this_kernel(before, installed_versions(WATCHED), loaded)
 if upgraded:
-    raise SystemExit("setup: upgraded " + ", ".join(upgraded) + ", which this kernel had "
-                     "already loaded: restart the runtime (Colab: Runtime > Restart session; "
-                     "Kaggle: Run > Restart & clear cell outputs), then run the notebook again "
-                     "from the top (this cell will then find everything installed)")
+    raise SetupStopped("upgraded " + ", ".join(upgraded) + ", which this kernel had already "
+                       "loaded: restart the runtime (Colab: Runtime > Restart session; Kaggle: "
+                       "Run > Restart & clear cell outputs), then run the notebook again from "
+                       "the top (this cell will then find everything installed)")
 if TPU:
     os.environ.setdefault("PJRT_DEVICE", "TPU")  # with Colab or Kaggle: notebook_launcher's TPU branch
-print("course modules:", importlib.util.find_spec("common").submodule_search_locations[0])
-print("COURSE_ARGS:", os.environ.get("COURSE_ARGS", "(not set: the defaults)"))
+# tqdm's notebook bars need ipywidgets; without them it warns once and draws text bars
+warnings.filterwarnings("ignore", message="IProgress not found")
+COURSE_ARGS_GIVEN = os.environ.get("COURSE_ARGS", "")  # the settings cell puts its own first
 print("TPU chips:", TPU or "none", "| PJRT_DEVICE:", os.environ.get("PJRT_DEVICE"))'''
 
 
@@ -136,18 +196,23 @@ def build():
     # comment_magics=False: the cells are plain Python, as they are in train.py
     notebook = jupytext.read(CELLS, fmt={"extension": ".py", "format_name": "percent",
                                          "comment_magics": False})
+    written = {f"# source: {WRITTEN}": source_cell, f"# setup: {WRITTEN}": setup_cell}
     cells = []
     for cell in notebook.cells:
         match = PLACEHOLDER.match(cell.source.strip())
-        if cell.source.strip() == SETUP:
-            cells.append(nbformat.v4.new_code_cell(setup_cell()))
-        elif not match:
-            cells.append(cell)
-        elif int(match.group(1)) == 0:  # the module docstring: shown as text
+        if cell.source.strip() in written:
+            cells.append(nbformat.v4.new_code_cell(written[cell.source.strip()]()))
+        elif match and int(match.group(1)) == 0:  # the module docstring: shown as text
             text = source[0].source.strip().strip('"').strip()
             cells.append(nbformat.v4.new_markdown_cell("```text\n" + text + "\n```"))
-        else:
+        elif match:
             cells.append(nbformat.v4.new_code_cell(source[int(match.group(1))].source))
+        else:
+            if cell.cell_type == "markdown":
+                cell.source = (cell.source.replace(f"links: {WRITTEN}", links_markdown())
+                               .replace("(DOCS/", f"({repository()}/blob/{version_tag()}/docs/")
+                               .replace("COMPILES", COMPILES))
+            cells.append(cell)
     notebook.cells = cells
     for i, cell in enumerate(notebook.cells):
         cell.metadata = {}
@@ -165,6 +230,61 @@ def code_cells(notebook):
     return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
 
 
+def collapsed(outputs):
+    """Return outputs with each run of stream outputs of one stream merged into one, and every
+    line that a carriage return rewrote (a progress bar) kept as it was last drawn."""
+    merged = []
+    for output in outputs:
+        if output.output_type == "stream" and merged and merged[-1].output_type == "stream" \
+                and merged[-1].name == output.name:
+            merged[-1].text += output.text
+        else:
+            merged.append(output)
+    for output in merged:
+        if output.output_type == "stream":
+            output.text = "\n".join(line.rstrip("\r").split("\r")[-1]
+                                    for line in output.text.split("\n"))
+    return merged
+
+
+def machine_paths():
+    """Return {absolute path of this machine: what the outputs say instead}, longest first."""
+    import site
+    import tempfile
+    paths = {str(REPO): "<course>"}
+    for folder in [*site.getsitepackages(), sys.prefix, sys.base_prefix]:
+        paths.setdefault(str(folder), "<python>")
+    paths.setdefault(tempfile.gettempdir(), "<tmp>")
+    paths.setdefault(os.path.expanduser("~"), "<home>")
+    return dict(sorted(paths.items(), key=lambda item: -len(item[0])))
+
+
+def without_machine_paths(text):
+    for path, name in machine_paths().items():
+        text = text.replace(path, name)
+    return text
+
+
+def cleaned(notebook):
+    """Return the notebook with its outputs as a student should see them (see the module's
+    docstring): the setup cell's removed, streams collapsed, this machine's paths named."""
+    setup = setup_cell()
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        if cell.source == setup:
+            cell.outputs = []
+            continue
+        cell.outputs = collapsed(cell.outputs)
+        for output in cell.outputs:
+            if "text" in output:
+                output.text = without_machine_paths(output.text)
+            for kind, value in output.get("data", {}).items():
+                if isinstance(value, str):
+                    output["data"][kind] = without_machine_paths(value)
+    return notebook
+
+
 def execute(notebook, output_dir):
     """Run the notebook top to bottom on a real Jupyter kernel (the embedded default, written
     to output_dir); add a text cell that says where and how long. Returns the notebook."""
@@ -180,12 +300,13 @@ def execute(notebook, output_dir):
                    resources={"metadata": {"path": str(REPO)}}).execute()
     seconds = time.perf_counter() - start
     note = nbformat.v4.new_markdown_cell(
-        f"*This copy was run by `make notebook` on the course's embedded default, with "
-        f"`COURSE_ARGS=\"--output-dir {output_dir}\"`, on {describe_machine()}, in {seconds:.0f} s "
-        f"(a real Jupyter kernel; the launch's 2 processes on the CPU).*")
+        f"*This copy was run by `make notebook` in the course's folder, on the embedded "
+        f"default, on {describe_machine()}, in {seconds:.0f} s (a real Jupyter kernel; the "
+        "launch's 2 processes on the CPU). The setup cell's output is not kept: it says what "
+        "the machine that runs it has.*")
     note["id"] = "cell-run"
     notebook.cells.insert(1, note)
-    return notebook
+    return cleaned(notebook)
 
 
 def as_text(notebook):

@@ -10,7 +10,7 @@ from pathlib import Path
 from accelerate_course.steps import TRAIN_PY
 
 STEP3 = TRAIN_PY[3]
-CUT = "[: len(eval_dataloader.dataset)]"
+CUT = "[: eval_dataloader.total_dataset_length]"
 GATHER_PREDICTIONS = "all_predictions.append(accelerator.gather(predictions))"
 GATHER_LABELS = 'all_labels.append(accelerator.gather(batch["labels"]))'
 
