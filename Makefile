@@ -10,13 +10,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 
 .PHONY: course test test-unit lesson what-if exercise check install clean \
-	test-classroom benchmark notebook readme xla-lane verify-embedded gpu-check gpu-bundle
+	test-classroom test-hosted benchmark notebook readme xla-lane verify-embedded gpu-check gpu-bundle
 
-# the pinned packages, and the course itself (common/ and accelerate_course/, editable)
+# the pinned packages, torch built for this machine (TORCH=cpu, cuda, cu126 or cu128 to
+# choose), and the course itself (common/ and accelerate_course/, editable): one line says
+# which torch and how big before pip downloads it; a Python older than 3.11 is refused first
+TORCH ?= auto
 $(BIN)/.installed: requirements.txt pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -r requirements.txt
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(PYTHON) -m accelerate_course.install --venv $(VENV) --torch $(TORCH)
 	touch $@
 
 install: $(BIN)/.installed
@@ -76,6 +77,11 @@ check: install
 # gradings, about 2 minutes (in CI, not in make test)
 test-classroom: install
 	COURSE_CLASSROOM_TEST=1 $(BIN)/python -m pytest tests/test_classroom.py -s $(ARGS)
+
+# the notebooks as a class opens them on Colab or Kaggle: a fresh runtime with torch only, the
+# course from a local git repository at its tag (tests/test_hosted.py; a few minutes, in CI)
+test-hosted: install
+	COURSE_HOSTED_TEST=1 $(BIN)/python -m pytest tests/test_hosted.py $(ARGS)
 
 benchmark: install
 	$(BIN)/python -m accelerate_course.maintain.benchmark $(ARGS)

@@ -39,6 +39,9 @@ FOLDER = TRAIN_PY[4].parent
 TRAIN = FOLDER / "train.py"
 CELLS = FOLDER / "notebook_cells.py"
 NOTEBOOK = FOLDER / "tpu_training.ipynb"
+COURSE_CELLS = REPO / "docs" / "course_on_colab.py"
+COURSE_NOTEBOOK = REPO / "docs" / "course_on_colab.ipynb"
+OUTPUT = {"step4": NOTEBOOK, "course": COURSE_NOTEBOOK}
 PLACEHOLDER = re.compile(r"^# train\.py: cell (\d+)$")
 WRITTEN = "written by accelerate_course/maintain/build_notebook.py"
 # the XLA lane's count for the cells' text (tests/test_xla.py measures it again)
@@ -101,9 +104,9 @@ def module_body(module):
 TPU_CHIPS_SOURCE = inspect.getsource(tpu_chips).rstrip()
 
 
-def links_markdown():
-    """Return the badges that open this notebook on Colab and on Kaggle."""
-    path = f"{FOLDER.name}/{NOTEBOOK.name}"
+def links_markdown(notebook=None):
+    """Return the badges that open a notebook of the course on Colab and on Kaggle."""
+    path = (notebook or NOTEBOOK).relative_to(REPO).as_posix()
     on_branch = f"{repository()}/blob/{version_tag()}/{path}"
     colab = on_branch.replace("https://github.com/", "https://colab.research.google.com/github/")
     return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}) "
@@ -190,13 +193,99 @@ COURSE_ARGS_GIVEN = os.environ.get("COURSE_ARGS", "")  # the settings cell puts 
 print("TPU chips:", TPU or "none", "| PJRT_DEVICE:", os.environ.get("PJRT_DEVICE"))'''
 
 
-def build():
-    """Return the notebook (an nbformat NotebookNode, no outputs)."""
+def course_source_cell():
+    """Return the course notebook's first cell: where the course is cloned from, and the
+    flags of its make course."""
+    named = project()["tool"]["accelerate-course"]["repository"]
+    return f'''# The teacher's copy of the course and the tag a class uses (make notebook writes them from
+# pyproject.toml); type another repository here to use another copy
+REPOSITORY = "{named}"
+TAG = "{version_tag()}"
+FLAGS = ""  # flags for every step of make course, e.g. "--max-train-steps 50"'''
+
+
+def clone_cell():
+    """Return the course notebook's setup cell: the course cloned at its tag, then what it
+    needs (common/notebook_setup.py's install_plan, run from the clone)."""
+    pins = ", ".join(f'"{p}"' for p in pinned_packages())
+    return f'''# setup: the course cloned at TAG, then what it needs, decided by common/notebook_setup.py's
+# install_plan as in step 4's notebook: the runtime's torch kept, the Hugging Face libraries
+# at the course's versions, the course itself (editable); this notebook then works in the clone
+import importlib.metadata, os, subprocess, sys
+from pathlib import Path
+
+
+class SetupStopped(Exception):
+    """The notebook cannot go on here: one line says why (Run all stops at this cell)."""
+
+    def _render_traceback_(self):
+        return [f"setup: {{self}}"]
+
+
+if not (Path("accelerate_course").is_dir() and Path("step1_plain_loop").is_dir()):
+    if not REPOSITORY:
+        raise SetupStopped("the cell above names no REPOSITORY: type the course's, as "
+                           'REPOSITORY = "https://github.com/<owner>/<course>", and run both '
+                           "cells again")
+    if not Path("course/.git").exists():
+        done = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", TAG,
+                               REPOSITORY, "course"], capture_output=True, text=True)
+        if done.returncode != 0:
+            said = done.stderr.strip().splitlines() or ["exit code " + str(done.returncode)]
+            raise SetupStopped(f"git could not clone {{REPOSITORY}} at {{TAG}}: {{said[-1]}}")
+    os.chdir("course")
+sys.path.insert(0, os.getcwd())
+from common.notebook_setup import install_plan, upgraded_in_this_kernel
+
+PINS = [{pins}]
+WATCHED = ["torch", "numpy", "pandas", "pyarrow", "scikit-learn",
+           *(pin.split("==")[0] for pin in PINS if not pin.startswith("torch=="))]
+
+
+def installed_versions(names):
+    versions = {{}}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+before = installed_versions(WATCHED)
+course_found = bool(installed_versions(["accelerate-course"]))
+commands, notes, stop = install_plan(sys.version_info[:2], before, [], True, course_found,
+                                     "--editable=.", PINS)
+if stop:
+    raise SetupStopped(stop)
+for arguments in commands:
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *arguments],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if line.strip()]
+        raise SetupStopped(f"pip could not install {{' '.join(arguments)}}: "
+                           f"{{said[-1] if said else 'exit code ' + str(done.returncode)}}")
+for note in notes:
+    print("setup:", note)
+loaded = {{name for name in before
+          if {{"scikit-learn": "sklearn"}}.get(name, name.replace("-", "_")) in sys.modules}}
+upgraded = upgraded_in_this_kernel(before, installed_versions(WATCHED), loaded)
+if upgraded:
+    raise SetupStopped("upgraded " + ", ".join(upgraded) + ", which this kernel had already "
+                       "loaded: restart the runtime, then run the notebook again from the top")
+print("the course: its clone at", TAG, "(this notebook now works there)")'''
+
+
+def build(kind="step4"):
+    """Return a notebook (an nbformat NotebookNode, no outputs): step 4's, or with
+    kind="course" the whole course's for a hosted runtime (docs/course_on_colab.py)."""
     source = train_cells()
     # comment_magics=False: the cells are plain Python, as they are in train.py
-    notebook = jupytext.read(CELLS, fmt={"extension": ".py", "format_name": "percent",
-                                         "comment_magics": False})
-    written = {f"# source: {WRITTEN}": source_cell, f"# setup: {WRITTEN}": setup_cell}
+    notebook = jupytext.read(CELLS if kind == "step4" else COURSE_CELLS,
+                             fmt={"extension": ".py", "format_name": "percent",
+                                  "comment_magics": False})
+    written = {f"# source: {WRITTEN}": source_cell if kind == "step4" else course_source_cell,
+               f"# setup: {WRITTEN}": setup_cell, f"# clone: {WRITTEN}": clone_cell}
     cells = []
     for cell in notebook.cells:
         match = PLACEHOLDER.match(cell.source.strip())
@@ -209,7 +298,8 @@ def build():
             cells.append(nbformat.v4.new_code_cell(source[int(match.group(1))].source))
         else:
             if cell.cell_type == "markdown":
-                cell.source = (cell.source.replace(f"links: {WRITTEN}", links_markdown())
+                cell.source = (cell.source.replace(f"links: {WRITTEN}",
+                                                   links_markdown(OUTPUT[kind]))
                                .replace("(DOCS/", f"({repository()}/blob/{version_tag()}/docs/")
                                .replace("COMPILES", COMPILES))
             cells.append(cell)
@@ -323,10 +413,14 @@ def main():
     args = parser.parse_args()
     built = build()
     if args.check:
-        committed = nbformat.read(NOTEBOOK, as_version=4) if NOTEBOOK.exists() else None
-        if committed is None or code_cells(committed) != code_cells(built):
-            sys.exit(f"error: {NOTEBOOK.relative_to(REPO)} is stale; run make notebook")
+        for path, kind in ((NOTEBOOK, "step4"), (COURSE_NOTEBOOK, "course")):
+            committed = nbformat.read(path, as_version=4) if path.exists() else None
+            if committed is None or code_cells(committed) != code_cells(build(kind)):
+                sys.exit(f"error: {path.relative_to(REPO)} is stale; run make notebook")
         return
+    # the whole course's notebook is kept without outputs: a class runs it on its runtime
+    COURSE_NOTEBOOK.write_text(as_text(build("course")))
+    print(f"wrote {COURSE_NOTEBOOK.relative_to(REPO)}")
     notebook = built if args.no_run else execute(built, args.output_dir)
     NOTEBOOK.write_text(as_text(notebook))
     print(f"wrote {NOTEBOOK.relative_to(REPO)}" + ("" if args.no_run else " with its outputs"))

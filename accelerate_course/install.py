@@ -1,0 +1,181 @@
+"""Install the course's environment, .venv: the pinned packages, torch built for this machine.
+
+    python3 -m accelerate_course.install                 (make install: what make course runs first)
+    python3 -m accelerate_course.install --torch cpu     (make install TORCH=cpu; or cuda, cu126)
+    python3 -m accelerate_course.install --plan          (say what it would install; install nothing)
+
+Before pip runs, one line says which build of torch comes and about how big it is:
+- Linux (x86-64, aarch64) without an NVIDIA driver: PyTorch's CPU build, from its CPU index
+  (pip would otherwise take PyPI's CUDA 13 build, with its NVIDIA libraries: 2.7 GB);
+- Linux with an NVIDIA driver of 580 or newer (or WSL, with Windows' NVIDIA driver): PyPI's
+  CUDA 13.0 build; with an older driver, which that build cannot use, the CPU build, saying so;
+- macOS and others: PyPI's own build (on Apple silicon, CPU and Apple's GPU, mps).
+--torch (make's TORCH=) chooses: cpu, cuda (PyPI's), or cu126 / cu128 (PyTorch's CUDA 12.x
+indexes). Where PyPI's and PyTorch's indexes differ, torch is installed first, from PyTorch's
+index alone, and the rest from pip's usual indexes ("2.13.0+cpu" satisfies "torch==2.13.0").
+A Python older than 3.11 is refused in one line first: this file must parse on old Pythons.
+"""
+
+import argparse
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+NEWEST_NEEDED = (3, 11)  # transformers 5.24.0: Requires-Python >=3.11
+PYTORCH_INDEX = "https://download.pytorch.org/whl/{build}"
+# the CUDA driver each of PyPI's Linux builds needs (CUDA 13.0: NVIDIA's release notes)
+CUDA13_DRIVER = 580
+# download sizes for Python 3.11 (PyPI's JSON API, the files pip picks; the CPU wheel: its
+# file on the course's build machines), on 2026-12-03
+SIZES = {
+    ("cpu", "x86_64"): "a 192 MB download",
+    ("cpu", "aarch64"): "a download of about 200 MB",
+    ("cuda", "x86_64"): "a 2.7 GB download: torch 527 MB and 2.2 GB of NVIDIA and Triton "
+                        "libraries",
+    ("cuda", "aarch64"): "a download of several GB: torch 427 MB and the NVIDIA libraries",
+    ("default", "arm64"): "a 111 MB download",
+    ("default", "x86_64"): "a download of about 120 MB",
+}
+
+
+def python_problem(version=None, found=None):
+    """Return None if this Python can run the course, else the one line that says how to get
+    one that can (found: the names of newer Pythons on the PATH)."""
+    version = tuple(version or sys.version_info[:3])
+    if version[:2] >= NEWEST_NEEDED:
+        return None
+    found = found if found is not None else [
+        name for name in ("python3.13", "python3.12", "python3.11") if shutil.which(name)]
+    have = ".".join(map(str, version))
+    fix = (f"this machine has {found[0]}: run make install PYTHON={found[0]}" if found else
+           "install one (Ubuntu 22.04: sudo apt install python3.11 python3.11-venv; macOS: "
+           "brew install python@3.12; or python.org, or uv python install 3.12), then run "
+           "make install PYTHON=python3.12")
+    return (f"the course needs Python 3.11 or newer (transformers 5.24 requires it), and "
+            f"{Path(sys.executable).name} is {have}; {fix}")
+
+
+def nvidia_driver():
+    """Return the NVIDIA driver's version ('580.95.05'), 'WSL' for Windows' driver seen from
+    WSL, or None when there is none."""
+    from accelerate_course.torch_build import nvidia_driver as kernel_driver
+    found = kernel_driver()
+    if found:
+        return found
+    if Path("/usr/lib/wsl/lib/libcuda.so.1").exists() or Path("/usr/lib/wsl/lib/nvidia-smi").exists():
+        return "WSL"
+    return None
+
+
+def choose(asked="auto", system=None, machine=None, driver=None):
+    """Return (build, why): the torch build to install ("cpu", "cuda", "cu126", "cu128", or
+    "default": PyPI's own, for a system where it has no CUDA) and why, in a few words."""
+    system = system or platform.system()
+    machine = (machine or platform.machine()).lower()
+    if asked != "auto":
+        return asked, f"TORCH={asked}"
+    if system != "Linux":
+        return "default", f"PyPI's build for {system} ({machine})"
+    if driver is None:
+        return "cpu", "no NVIDIA driver here (make install TORCH=cuda for the CUDA build)"
+    major = int(driver.split(".")[0]) if driver[0].isdigit() else None
+    if major is not None and major < CUDA13_DRIVER:
+        return "cpu", (f"the NVIDIA driver {driver} is older than the CUDA 13 build needs "
+                       f"({CUDA13_DRIVER}); update it, or make install TORCH=cu126 for "
+                       "PyTorch's CUDA 12.6 build")
+    where = "Windows' NVIDIA driver, seen from WSL" if driver == "WSL" else \
+        f"the NVIDIA driver {driver}"
+    return "cuda", f"{where} is here (make install TORCH=cpu for the small CPU build)"
+
+
+def index_of(build):
+    """Return the index torch comes from for a build, or None: pip's usual indexes (PyPI)."""
+    return PYTORCH_INDEX.format(build=build) if build in ("cpu", "cu126", "cu128") else None
+
+
+def describe(build, machine=None):
+    """Return the build and its size, for the line said before the download."""
+    machine = (machine or platform.machine()).lower()
+    name = {"cpu": "the CPU build", "cuda": "the CUDA 13.0 build", "cu126": "the CUDA 12.6 "
+            "build", "cu128": "the CUDA 12.8 build", "default": "PyPI's build"}[build]
+    size = SIZES.get((build, machine), "a download of several GB" if build.startswith("cu")
+                     else "a download of a few hundred MB")
+    return f"{name} ({size})"
+
+
+def reachable(url, timeout=3.0):
+    """Return True if a TCP connection to the URL's host opens within timeout (an index that
+    cannot be reached costs pip minutes of retries, package by package)."""
+    from urllib.parse import urlparse
+    address = urlparse(url)
+    if address.scheme == "file":
+        return Path(address.path).exists()
+    try:
+        socket.create_connection((address.hostname, address.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def pinned_torch():
+    """Return requirements.txt's torch pin, e.g. 'torch==2.13.0'."""
+    return next(line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()
+                if line.strip().startswith("torch=="))
+
+
+def pip_commands(venv_python, build, index):
+    """Return the pip commands that install the course into the environment."""
+    pip = [str(venv_python), "-m", "pip", "install", "--quiet"]
+    commands = []
+    if index:  # torch alone from PyTorch's index, then the rest from pip's usual ones
+        commands.append([*pip, pinned_torch(), "--index-url", index])
+    commands.append([*pip, "-r", str(REPO / "requirements.txt")])
+    commands.append([*pip, "--no-deps", "-e", str(REPO)])
+    return commands
+
+
+def main():
+    problem = python_problem()
+    if problem:
+        sys.exit(f"error: {problem}")
+    parser = argparse.ArgumentParser(prog="python -m accelerate_course.install",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--torch", default=os.environ.get("TORCH") or "auto",
+                        choices=["auto", "cpu", "cuda", "cu126", "cu128"],
+                        help="which build of torch (default auto: from this machine)")
+    parser.add_argument("--venv", default=".venv", type=Path)
+    parser.add_argument("--plan", action="store_true", help="say what it would install")
+    args = parser.parse_args()
+    build, why = choose(args.torch, driver=nvidia_driver())
+    index = os.environ.get("COURSE_TORCH_INDEX") or index_of(build)  # (tests: a local index)
+    print(f"install: {pinned_torch().replace('==', ' ')}, {describe(build)}: {why}", flush=True)
+    if index and not reachable(index):
+        print(f"install: {index} cannot be reached from here: torch comes from pip's usual "
+              "indexes instead (on Linux, PyPI's is the CUDA build)", flush=True)
+        index = None
+    venv = REPO / args.venv if not args.venv.is_absolute() else args.venv
+    python = venv / ("Scripts" if sys.platform == "win32" else "bin") / "python"
+    commands = pip_commands(python, build, index)
+    if args.plan:
+        for command in commands:
+            print("  " + " ".join(command[1:]))
+        return
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    for command in commands:
+        done = subprocess.run(command)
+        if done.returncode != 0:
+            sys.exit(f"error: pip could not install the course's packages (exit code "
+                     f"{done.returncode}, its lines above say why)")
+    installed = subprocess.run([str(python), "-c", "import importlib.metadata as m; "
+                                "print(m.version('torch'))"], capture_output=True, text=True)
+    print(f"install: installed torch {installed.stdout.strip()} into {args.venv}")
+
+
+if __name__ == "__main__":
+    main()
