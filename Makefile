@@ -10,7 +10,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 
 .PHONY: course test test-unit lesson what-if exercise check install clean \
-	test-classroom test-hosted benchmark notebook readme xla-lane verify-embedded gpu-check gpu-bundle
+	student-template gradescope test-classroom test-hosted benchmark notebook readme xla-lane verify-embedded gpu-check gpu-bundle
 
 # the pinned packages, torch built for this machine (TORCH=cpu, cuda, cu126 or cu128 to
 # choose), and the course itself (common/ and accelerate_course/, editable): one line says
@@ -36,8 +36,8 @@ course: install
 STEP_DIRS := $(patsubst %/train.py,%,$(sort $(wildcard step[0-9]_*/train.py)))
 STEPS := $(foreach dir,$(STEP_DIRS),$(patsubst step%,%,$(firstword $(subst _, ,$(dir)))))
 ifneq ($(filter command line environment,$(origin STEP)),)
-  STEP_GOALS := $(filter test lesson what-if exercise check,$(MAKECMDGOALS))
-  STEP_CHOICES := $(if $(filter exercise check,$(STEP_GOALS)),$(filter-out 1,$(STEPS)),$(STEPS))
+  STEP_GOALS := $(filter test lesson what-if exercise check student-template gradescope,$(MAKECMDGOALS))
+  STEP_CHOICES := $(if $(filter exercise check student-template gradescope,$(STEP_GOALS)),$(filter-out 1,$(STEPS)),$(STEPS))
   ifneq ($(STEP_GOALS),)
     ifneq ($(words $(STEP)) $(filter $(STEP),$(STEP_CHOICES)),1 $(STEP))
       $(error error: there is no step '$(STEP)' for make $(STEP_GOALS): the steps there are $(STEP_CHOICES))
@@ -69,7 +69,19 @@ exercise: install
 	$(BIN)/python -m accelerate_course.exercise $(STEP) $(ARGS)
 FILE ?= exercises/step$(STEP)/train.py
 check: install
-	$(BIN)/python -m accelerate_course.check $(STEP) $(FILE) $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT))
+	$(BIN)/python -m accelerate_course.check $(STEP) $(FILE) $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT)) $(if $(JSON),--json $(JSON))
+
+# ---- for a teacher: a graded lab (docs/teaching.md) -----------------------------------------
+
+# the repository a class clones for a graded lab on lesson STEP (no line of its solution), and
+# Gradescope's autograder for it: make student-template STEP=3 OUT=../lab3, make gradescope STEP=3 OUT=../gs3
+LAB_GIVEN = $(if $(and $(OUT),$(filter command line,$(origin STEP))),,$(error error: say which lesson and where: make $@ STEP=3 OUT=../$(if $(filter gradescope,$@),gradescope,lab)3))
+student-template: install
+	$(LAB_GIVEN)
+	$(BIN)/python -m accelerate_course.classroom template $(STEP) $(OUT) $(ARGS)
+gradescope: install
+	$(LAB_GIVEN)
+	$(BIN)/python -m accelerate_course.classroom gradescope $(STEP) $(OUT) $(ARGS)
 
 # ---- for the course's maintainers: accelerate_course/maintain/ ------------------------------
 

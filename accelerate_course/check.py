@@ -28,6 +28,7 @@ autograder that runs a command and reads its exit code can use it as it is.
 
 import argparse
 import ast
+import json
 import shutil
 import sys
 import tempfile
@@ -47,6 +48,23 @@ class Check(NamedTuple):
     name: str
     passed: bool
     hint: str  # why it failed, from the run; "" when it passed
+    key: str = ""  # its key in POINTS, what it is worth; "": a check that stops grading
+
+
+# what each check is worth, by step: a grade is out of the sum (make check prints the score,
+# --json writes Gradescope's results.json, a classroom workflow scores each check on its own)
+POINTS = {
+    2: {"like step 1": 2, "one group": 1, "same training": 2},
+    3: {"one group": 1, "trained": 1, "own share": 1, "scored once": 2, "own predictions": 2,
+        "one voice": 1, "left the group": 1, "unseen setting": 1},
+    4: {"one group": 2, "model outside": 2, "fixed shapes": 2, "like step 3": 2,
+        "scored once": 2},
+}
+
+
+def total(step):
+    """Return the points a step's grade is out of."""
+    return sum(POINTS[step].values())
 
 
 def hint(run, reference, names=None):
@@ -96,12 +114,13 @@ def grade_step2(one, two, one_reference, two_reference):
         two.weights_equal and two.predictions == two_reference.predictions
     return [
         Check("1 process: the same losses and predictions as step 1, bit for bit", same_as_step1,
-              "" if same_as_step1 else hint(one, one_reference)),
+              "" if same_as_step1 else hint(one, one_reference), "like step 1"),
         Check("2 processes: one group, each process says it is one of 2", joined,
-              "" if joined else hint(two, two_reference, {"alone", "refused"})),
+              "" if joined else hint(two, two_reference, {"alone", "refused"}),
+              "one group"),
         Check("2 processes: the same training as the course's step 2 (one model, one schedule)",
               same_training, "" if same_training else "not one group (above)" if not joined
-              else hint(two, two_reference)),
+              else hint(two, two_reference), "same training"),
     ]
 
 
@@ -125,27 +144,32 @@ def grade_step3(run, lesson, unseen=None):
     gathered = f" ({run.gathered} gathered)" if run.gathered else ""
     checks = [
         Check("2 processes: one group, each process says it is one of 2", joined,
-              "" if joined else symptoms.get("alone", "each process should report 2 processes")),
+              "" if joined else symptoms.get("alone", "each process should report 2 processes"),
+              "one group"),
         Check(f"it trained as the lesson does: the same weights after {lesson_steps} "
               f"optimizer steps", trained, "" if trained else
               "no optimizer step was taken: it did not train" if not steps else
               f"{steps} optimizer steps, where the lesson takes {lesson_steps}"
-              if steps != lesson_steps else "its final weights differ from the lesson's"),
+              if steps != lesson_steps else "its final weights differ from the lesson's",
+              "trained"),
         Check(f"each process evaluated its own share ({' + '.join(map(str, lesson_share))} "
               f"pairs, the split and its duplicated tail)", own_share, "" if own_share else
-              own_share_hint(share, lesson_share)),
+              own_share_hint(share, lesson_share), "own share"),
         Check(f"the whole validation split scored once: {lab.VALIDATION_PAIRS} pairs{gathered}",
               scored, "" if scored else symptoms.get("tail_counted") or symptoms.get(
-                  "own_share") or f"the main process scored {run.scored}"),
+                  "own_share") or f"the main process scored {run.scored}",
+              "scored once"),
         Check("the same predictions as one process evaluating the same weights alone", equal,
-              "" if equal else differing(run.predictions or [], run.alone_predictions)),
+              "" if equal else differing(run.predictions or [], run.alone_predictions),
+              "own predictions"),
         Check("one process prints the result, shows the bar and writes metrics.json", one_voice,
               "" if one_voice else "; ".join(symptoms[k] for k in
                                              ("many_writers", "many_printers", "many_bars")
-                                             if k in symptoms)),
+                                             if k in symptoms), "one voice"),
         Check("every process leaves the process group at the end", bool(run.left_group),
               "" if run.left_group else "a process exited while still in the process group: "
-              "the lesson leaves it explicitly, at the end of the function"),
+              "the lesson leaves it explicitly, at the end of the function",
+              "left the group"),
     ]
     if unseen is not None:
         checks.append(unseen_check(unseen))
@@ -179,7 +203,7 @@ def unseen_check(run):
     name = "on 2 machines of 1 process, with evaluation batches of 5: the whole split once, " \
            "its weights' own predictions, one metrics.json"
     if run.error:
-        return Check(name, False, f"the run stopped: {run.error}")
+        return Check(name, False, f"the run stopped: {run.error}", "unseen setting")
     problems = []
     scored = run.scored[:1]
     if scored and scored == run.eval_forwarded[:1]:
@@ -194,7 +218,7 @@ def unseen_check(run):
     if run.writes != 1:
         problems.append(f"{run.writes} processes wrote metrics.json: on several machines, "
                         "each machine has a main process of its own, and the run has only one")
-    return Check(name, not problems, "; ".join(problems))
+    return Check(name, not problems, "; ".join(problems), "unseen setting")
 
 
 def differing(predictions, alone):
@@ -222,18 +246,21 @@ def grade_step4(run, step3_reference):
     return [
         Check("notebook_launcher: 2 processes in one group, each says it is one of 2", joined,
               "" if joined else symptoms.get("alone", f"{run.processes} process(es) "
-                                             "trained: main() should call notebook_launcher")),
+                                             "trained: main() should call notebook_launcher"),
+              "one group"),
         Check("the model created once, before the launch, and passed in", outside,
               "" if outside else f"the model was created {run.models_created_inside} times "
-              "inside the launched processes: on a TPU every core would load its own copy"),
+              "inside the launched processes: on a TPU every core would load its own copy",
+              "model outside"),
         Check("every batch padded to the same 128 tokens", fixed,
               "" if fixed else f"the model saw batches of {len(run.lengths)} different "
               f"lengths ({', '.join(map(str, run.lengths[:6]))}, ...): on XLA each new "
-              "length compiles a new graph"),
+              "length compiles a new graph", "fixed shapes"),
         Check("with dropout off, step 3's predictions, and its losses to a relative 1e-4", equal,
-              "" if equal else hint(run, step3_reference)),
+              "" if equal else hint(run, step3_reference), "like step 3"),
         Check("the whole validation split scored once, one metrics.json", whole,
-              "" if whole else "; ".join(symptoms.values()) or f"scored {run.scored}"),
+              "" if whole else "; ".join(symptoms.values()) or f"scored {run.scored}",
+              "scored once"),
     ]
 
 
@@ -351,6 +378,34 @@ def remove_references(folder):
         shutil.rmtree(reference, ignore_errors=True)
 
 
+def points(step, check):
+    """Return what a check is worth when it passes (0 for a check that stops grading)."""
+    return POINTS[step].get(check.key, 0)
+
+
+def score(step, checks):
+    """Return (points scored, points the grade is out of)."""
+    return sum(points(step, c) for c in checks if c.passed), total(step)
+
+
+def results(step, path, checks, seconds):
+    """Return Gradescope's results.json for the checks of one file (its autograder format:
+    gradescope-autograders.readthedocs.io, specs): one test per check, its points and, when it
+    failed, its hint as output; a check that stopped grading (not valid Python, a crash, the
+    time limit) as one test worth every point the grade is out of, none scored."""
+    scored, out_of = score(step, checks)
+    stopped = len(checks) == 1 and not checks[0].key
+    tests = [{"name": check.name,
+              "score": points(step, check) if check.passed else 0,
+              "max_score": out_of if stopped else points(step, check),
+              "status": "passed" if check.passed else "failed",
+              "output": check.hint, "visibility": "visible",
+              "extra_data": {"check": check.key}} for check in checks]
+    return {"score": scored, "execution_time": round(seconds),
+            "output": f"{path} checked as step {step}: {scored} of {out_of} points",
+            "visibility": "visible", "stdout_visibility": "visible", "tests": tests}
+
+
 def main():
     parser = argparse.ArgumentParser(prog="python -m accelerate_course.check",
                                      description=__doc__.splitlines()[0])
@@ -359,6 +414,8 @@ def main():
     parser.add_argument("--time-limit", type=int, default=TIME_LIMIT, metavar="SECONDS",
                         help=f"stop a launch that runs longer (default {TIME_LIMIT}; more on a "
                              "slow machine)")
+    parser.add_argument("--json", type=Path, metavar="RESULTS_JSON",
+                        help="also write the grade in Gradescope's results.json format")
     args = parser.parse_args()
     if not args.file.is_file():
         sys.exit(f"error: {args.file} does not exist; write it first: make exercise STEP={args.step}")
@@ -378,8 +435,15 @@ def main():
         print(f"  {'pass' if check.passed else 'FAIL'}  {check.name}"
               + ("" if check.passed else f"\n        hint: {check.hint}"))
     failed = sum(not c.passed for c in checks)
-    print(f"{len(checks) - failed} of {len(checks)} checks passed in "
-          f"{time.perf_counter() - start:.0f} s")
+    seconds = time.perf_counter() - start
+    scored, out_of = score(args.step, checks)
+    print(f"{len(checks) - failed} of {len(checks)} checks passed in {seconds:.0f} s: "
+          f"{scored} of {out_of} points")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results(args.step, args.file, checks, seconds),
+                                        indent=1) + "\n")
+        print(f"results written to {args.json}")
     sys.exit(1 if failed else 0)
 
 

@@ -5,6 +5,7 @@ session for the comparison tests of each step, the what-if tests and the grader'
 import json
 import multiprocessing.process
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
 import step3_mistakes  # tests/helpers/ (pytest's pythonpath, in pyproject.toml)
-from accelerate_course import lab
+from accelerate_course import lab, running
 from accelerate_course.lab_runs import SharedRuns
 from accelerate_course.steps import TRAIN_PY
 
@@ -207,6 +208,28 @@ def readme_run(two_machines):
 
 # (kind, case, the error line) of every bad input the tests refused: printed at the end
 BAD_INPUT_ROWS = []
+
+
+def pytest_sessionstart(session):
+    """SIGTERM to the tests (kill, make, a CI runner's cancel) stops them as Ctrl-C does:
+    pytest's own interruption, each test's processes stopped by the code that started them."""
+    signal.signal(signal.SIGTERM, stopped_by)
+
+
+def stopped_by(signum, frame):
+    raise running.Stopped(signum)
+
+
+def pytest_keyboard_interrupt(excinfo):
+    """Remember which signal stopped the tests (Ctrl-C or SIGTERM)."""
+    pytest_keyboard_interrupt.signum = getattr(excinfo.value, "signum", signal.SIGINT)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Stopped tests end as a shell reports a process the signal killed: 130 for Ctrl-C,
+    143 for SIGTERM (pytest's own code for an interruption is 2)."""
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        session.exitstatus = 128 + getattr(pytest_keyboard_interrupt, "signum", signal.SIGINT)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -125,3 +125,19 @@ def test_the_numbers_shown_for_steps_1_and_2_are_what_a_run_gives(default_runs, 
     assert shown.groups() == (f"{metrics['accuracy']:.4f}", f"{metrics['f1']:.4f}")
     assert f"validation: accuracy {metrics['accuracy']:.4f}, f1 {metrics['f1']:.4f} (408 examples)" \
         in PAGES[f"{FOLDERS[step]}/README.md"]  # the lesson's own run
+
+
+def test_every_page_and_notebook_names_the_tag_the_course_is_published_at():
+    # a class installs and grades with the course at one tag: the pages' `git tag`, their
+    # versions and the notebooks' sources must all be it (a `git tag v1` beside a notebook
+    # that installs @v0.1.0 ends the notebook's setup in pip's "did not match")
+    from accelerate_course import published
+    tag = published.version_tag()
+    notebooks = {str(path.relative_to(REPO)): path.read_text()
+                 for path in sorted(REPO.glob("**/*.ipynb")) if ".venv" not in path.parts}
+    named = {}
+    for name, text in {**PAGES, **notebooks}.items():
+        for found in re.findall(r"git tag (\S+)|(?<![\w.])(v\d+\.\d+\.\d+)\b|TAG = \\?\"(\S+?)\\?\"", text):
+            named.setdefault("".join(found).strip("`"), set()).add(name)
+    assert set(named) == {tag}, named
+    assert {"docs/classroom.md", "docs/publishing.md", "docs/teaching.md"} <= named[tag]

@@ -150,3 +150,19 @@ def test_ctrl_c_stops_the_benchmark(tmp_path):
     assert output.strip().splitlines()[-1] == ("stopped by Ctrl-C (SIGINT): the benchmark was "
                                                "stopped: no table")
     assert left == []
+
+
+def test_sigterm_stops_make_test_classroom():
+    # the tests stopped mid-grading (kill, or a CI runner's cancel): pytest's own interruption,
+    # the grading's processes stopped with it, and the exit code of SIGTERM
+    command = [sys.executable, "-m", "pytest", "tests/test_classroom.py", "-x", "-s", "-p",
+               "no:cacheprovider"]
+    def grading(text):  # the grader's launch is under way: its driver processes run
+        return any("lab_driver" in " ".join(p.info["cmdline"] or [])
+                   for p in psutil.process_iter(["cmdline"]))
+
+    code, output, left = stop_mid_run(command, grading, signal.SIGTERM, False,
+                                      COURSE_CLASSROOM_TEST="1")
+    assert code == 128 + signal.SIGTERM, output[-3000:]
+    assert "Stopped" in output and "passed" not in output.splitlines()[-1], output[-3000:]
+    assert left == []

@@ -241,6 +241,10 @@ def test_the_readme_shows_each_steps_table_as_the_lab_measures_it(lab_runs, step
     if rows:
         assert invariants[step] == update_readme.invariants_block(step, rows), \
             f"the step {step} invariants table is stale: run make readme WHATIF=1"
+    questions = dict((int(m.group(2)), m.group(3))
+                     for m in update_readme.shown(update_readme.QUESTIONS))
+    assert questions.get(step) == update_readme.questions_block(step, lab_runs(step).rows), \
+        f"the teacher's page's questions for step {step} are stale: run make readme WHATIF=1"
 
 
 def test_the_terminal_gets_plain_text_and_the_pages_markdown():

@@ -26,11 +26,12 @@ import os
 import re
 import sys
 import time
-import tomllib
 
 import jupytext
 import nbformat
 
+from accelerate_course.published import (course_source, named_repository, notebook_links,
+                                         repository, version_tag)
 from accelerate_course.steps import REPO, TRAIN_PY
 from common import notebook_setup
 from common.tpu import tpu_chips
@@ -47,35 +48,6 @@ WRITTEN = "written by accelerate_course/maintain/build_notebook.py"
 # the XLA lane's count for the cells' text (tests/test_xla.py measures it again)
 COMPILES = ("4 graphs compiled in the first 3 optimizer steps, 1 at step 434 of the same "
             "shapes (its cause was not traced), and 1 at the epoch's last batch")
-
-
-def project():
-    """Return pyproject.toml, read."""
-    return tomllib.loads((REPO / "pyproject.toml").read_text())
-
-
-def repository():
-    """Return the course's repository on GitHub ([tool.accelerate-course] repository), or a
-    placeholder that says what to write there."""
-    return project()["tool"]["accelerate-course"]["repository"] or \
-        "https://github.com/OWNER/COURSE"
-
-
-def version_tag():
-    """Return the tag of this version, which the notebook installs the course from."""
-    return f"v{project()['project']['version']}"
-
-
-def course_source():
-    """Return where a notebook opened without the course installs it from: the repository at
-    this version's tag ('' while pyproject.toml names no repository)."""
-    named = project()["tool"]["accelerate-course"]["repository"]
-    return f"git+{named}@{version_tag()}" if named else ""
-
-
-def on_github(path):
-    """Return the address of a file of the course, at this version's tag, on GitHub."""
-    return f"{repository()}/blob/{version_tag()}/{path}"
 
 
 def train_cells():
@@ -102,16 +74,6 @@ def module_body(module):
 
 # the setup cell runs before the course is installed: it carries the sources it runs
 TPU_CHIPS_SOURCE = inspect.getsource(tpu_chips).rstrip()
-
-
-def links_markdown(notebook=None):
-    """Return the badges that open a notebook of the course on Colab and on Kaggle."""
-    path = (notebook or NOTEBOOK).relative_to(REPO).as_posix()
-    on_branch = f"{repository()}/blob/{version_tag()}/{path}"
-    colab = on_branch.replace("https://github.com/", "https://colab.research.google.com/github/")
-    return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}) "
-            f"[![Open in Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]"
-            f"(https://kaggle.com/kernels/welcome?src={on_branch})")
 
 
 def source_cell():
@@ -196,7 +158,7 @@ print("TPU chips:", TPU or "none", "| PJRT_DEVICE:", os.environ.get("PJRT_DEVICE
 def course_source_cell():
     """Return the course notebook's first cell: where the course is cloned from, and the
     flags of its make course."""
-    named = project()["tool"]["accelerate-course"]["repository"]
+    named = named_repository()
     return f'''# The teacher's copy of the course and the tag a class uses (make notebook writes them from
 # pyproject.toml); type another repository here to use another copy
 REPOSITORY = "{named}"
@@ -299,7 +261,7 @@ def build(kind="step4"):
         else:
             if cell.cell_type == "markdown":
                 cell.source = (cell.source.replace(f"links: {WRITTEN}",
-                                                   links_markdown(OUTPUT[kind]))
+                                                   notebook_links(OUTPUT[kind]))
                                .replace("(DOCS/", f"({repository()}/blob/{version_tag()}/docs/")
                                .replace("COMPILES", COMPILES))
             cells.append(cell)

@@ -9,11 +9,19 @@ A generated block sits between two markers, on any of PAGES:
     <!-- BEGIN diff step1_plain_loop step2_accelerate -->  ...  <!-- END diff -->
 holds the lesson from the first step to the second as a unified diff, in a ```diff block
 (accelerate_course/steps.py's lesson_diff);
+    <!-- BEGIN links -->  ...  <!-- END links -->
+the badges that open the course in a Codespace and its notebooks on Colab and Kaggle, at the
+repository and tag pyproject.toml names (accelerate_course/published.py);
+    <!-- BEGIN points -->  ...  <!-- END points -->
+what each check of the grader is worth (accelerate_course/check.py's POINTS);
     <!-- BEGIN whatif 3 -->  ...  <!-- END whatif -->
 holds step 3's what-if table and its variants' notes, and
     <!-- BEGIN invariants 3 -->  ...  <!-- END invariants -->
-its invariants table: only a run can measure them (accelerate_course/lab.py's what_if), and
-whatif_block and invariants_block render its rows here, as the terminal's make what-if renders
+its invariants table, and (on the teacher's page)
+    <!-- BEGIN questions 3 -->  ...  <!-- END questions -->
+the questions to ask a class before a run, one per what-if, each with its measured answer:
+only a run can measure them (accelerate_course/lab.py's what_if), and
+whatif_block, invariants_block and questions_block render its rows here, as the terminal's make what-if renders
 them there. tests/test_readme.py and tests/test_whatif.py fail when a page and the code
 disagree.
 """
@@ -24,15 +32,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from accelerate_course import lab
+from accelerate_course import check, lab, published
 from accelerate_course.steps import FOLDERS, REPO, lesson_diff
 
 README = REPO / "README.md"
-PAGES = [README, *(REPO / folder / "README.md" for folder in FOLDERS.values())]
+PAGES = [README, *(REPO / folder / "README.md" for folder in FOLDERS.values()),
+         REPO / "docs" / "teaching.md", REPO / "docs" / "classroom.md"]
 BLOCK = re.compile(r"(<!-- BEGIN diff (\S+) (\S+) -->\n)(.*?)(<!-- END diff -->)", re.S)
 WHATIF = re.compile(r"(<!-- BEGIN whatif (\d) -->\n)(.*?)(<!-- END whatif -->)", re.S)
 INVARIANTS = re.compile(r"(<!-- BEGIN invariants (\d) -->\n)(.*?)(<!-- END invariants -->)",
                         re.S)
+LINKS = re.compile(r"(<!-- BEGIN links -->\n)(.*?)(<!-- END links -->)", re.S)
+POINTS = re.compile(r"(<!-- BEGIN points -->\n)(.*?)(<!-- END points -->)", re.S)
+QUESTIONS = re.compile(r"(<!-- BEGIN questions (\d) -->\n)(.*?)(<!-- END questions -->)", re.S)
 
 
 def step_diff(earlier, later):
@@ -81,6 +93,32 @@ def invariants_block(step, rows):
     return "\n".join(lines) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
 
+def questions_block(step, rows):
+    """Return the questions to ask before a step's what-ifs run (their patches' titles), each
+    with what the run measured (its row's verdict)."""
+    titles = {variant.name: variant.title for variant in lab.variants(step)}
+    return "".join(f"- *What if {titles[row.variant]}?* Measured: {row.verdict}.\n"
+                   for row in rows if row.variant in titles and not row.setting)
+
+
+def links_block():
+    """Return the README's badges: the whole course in a Codespace and on Colab or Kaggle
+    (docs/course_on_colab.ipynb), and step 4's notebook."""
+    return (f"The whole course: {published.codespaces_link()} "
+            f"{published.notebook_links(REPO / 'docs' / 'course_on_colab.ipynb')}  \n"
+            f"Step 4's notebook: "
+            f"{published.notebook_links(REPO / FOLDERS[4] / 'tpu_training.ipynb')}\n")
+
+
+def points_block():
+    """Return what each check is worth, step by step (check.POINTS), as a table."""
+    lines = ["| lesson | check: points | out of |", "|---|---|---|"]
+    for step, worth in check.POINTS.items():
+        cells = ", ".join(f"{key}: {points}" for key, points in worth.items())
+        lines.append(f"| {step} | {cells} | {check.total(step)} |")
+    return "\n".join(lines) + "\n"
+
+
 def render(text, results=None):
     """Return a page's text with every diff block regenerated, and the what-if and invariants
     blocks of the steps in results ({step: lab.WhatIf}) replaced."""
@@ -95,16 +133,22 @@ def render(text, results=None):
             if result is None:
                 return match.group(0)
             body = whatif_block(int(step), result.rows) if block is WHATIF else \
+                questions_block(int(step), result.rows) if block is QUESTIONS else \
                 invariants_block(int(step), result.invariant_rows)
             return head + body + tail
         return replace
 
     text = BLOCK.sub(diff, text)
-    return INVARIANTS.sub(table(INVARIANTS), WHATIF.sub(table(WHATIF), text))
+    text = LINKS.sub(lambda match: match.group(1) + links_block() + match.group(3), text)
+    text = POINTS.sub(lambda match: match.group(1) + points_block() + match.group(3), text)
+    for block in (WHATIF, INVARIANTS, QUESTIONS):
+        text = block.sub(table(block), text)
+    return text
 
 
 def shown(pattern):
-    """Return the blocks of one kind (BLOCK, WHATIF or INVARIANTS) on all pages, as matches."""
+    """Return the blocks of one kind (BLOCK, WHATIF, INVARIANTS or QUESTIONS) on all pages, as
+    matches."""
     return [match for page in PAGES for match in pattern.finditer(page.read_text())]
 
 
