@@ -161,9 +161,11 @@ print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), refe
 #   TPU v2 and v3 the threads of one process all receive the one model object, and
 #   `prepare()` moves the model it is given to its core in place: without a copy, one core
 #   would train the weights another core moved (accelerate issue #3126). Dropout on the TPU
-#   draws from the core's random generator, which `set_seed` in `main()` cannot reach before
-#   the launch: the function seeds it from `--seed`, as Accelerate's own `set_seed` would
-#   (which would start the TPU runtime if `main()` called it).
+#   draws from the core's random generator, which transformers' `set_seed` in `main()` does
+#   not seed. Accelerate's `accelerate.utils.set_seed` does (`xm.set_rng_state`), but in
+#   `main()` it would start the TPU runtime before the launch, and in the function it would
+#   seed again the CPU generators `main()` seeded for the head and the batches' order: the
+#   function seeds the core's generator alone, from `--seed`, with set_seed's own call.
 # - **The `Accelerator` is created inside it.** Each process sets up its own. If the
 #   notebook has already created one, `notebook_launcher` refuses to launch on a TPU and on
 #   several processes ("the `Accelerator` should only be initialized inside your training

@@ -51,8 +51,9 @@ def training_function(model, args):  # step 4: the model comes in from outside
     if accelerator.distributed_type == DistributedType.XLA:
         # step 4: on TPU v2/v3 one process runs this in a thread per core, all given this one
         # model, which prepare() moves in place: each core takes its own copy. Dropout draws from
-        # the core's own generator: seeded here, as Accelerate's set_seed would seed it (which
-        # main() cannot call: on a TPU it would start the TPU runtime before the launch)
+        # the core's own generator: seeded alone, with the call Accelerate's set_seed makes
+        # (set_seed here would seed again the CPU generators main() seeded; in main(), on a
+        # TPU, it would start the TPU runtime before the launch)
         import torch_xla.core.xla_model as xm
         model = copy.deepcopy(model)
         xm.set_rng_state(args.seed)

@@ -10,6 +10,8 @@ from common.checkpoint import EMBEDDED_CHECKPOINT
 from common.data import get_dataloaders, load_splits, tokenize
 from transformers import AutoTokenizer
 
+from conftest import REPO, assert_ok, read_metrics, run_step
+
 
 @pytest.fixture(scope="module")
 def raw():
@@ -128,3 +130,15 @@ def test_a_folder_of_sst2_shaped_files_and_glues_own_sst2_tsv_load(tmp_path):
         loaded = load_splits(str(folder))
         assert loaded["validation"]["sentence"] == [s for s, _ in rows]
         assert loaded["validation"]["label"] == [1, 0]
+
+
+@pytest.mark.runs
+@pytest.mark.step1
+def test_step_1_on_the_sst2_shaped_split_gives_its_pages_numbers(tmp_path):
+    # the "Try it" of step 1's page: the same loop on single sentences, its numbers as shown
+    result = run_step(1, tmp_path, "--dataset", "embedded-sst2", OMP_NUM_THREADS="1")
+    assert_ok(result)
+    metrics = read_metrics(tmp_path)
+    assert metrics["eval_samples"] == 400 and len(metrics["train_losses"]) == 600
+    line = f"validation: accuracy {metrics['accuracy']:.4f}, f1 {metrics['f1']:.4f} (400 examples)"
+    assert line in (REPO / "step1_plain_loop" / "README.md").read_text(), line

@@ -40,6 +40,10 @@ def test_notebook_launcher_runs_two_real_processes(lab_runs):
     # the model was made once, in the launching process, and every batch had 128 tokens
     assert run.models_created_before == 1 and run.models_created_inside == 0
     assert run.lengths == [128]
+    # end_training() left the group in notebook_launcher's processes too: Accelerate skips it
+    # only when FORK_LAUNCHED is set, which PrepareForLaunch sets, and notebook_launcher's CPU
+    # and GPU branch hands elastic_launch the bare function (accelerate launchers.py)
+    assert run.left_group is True
 
 
 @pytest.mark.step4
