@@ -23,7 +23,6 @@ the checkpoint copy that turns it off (lab.checkpoint_without_dropout): there tw
 compute the same sums in another order can be compared step for step.
 """
 
-import math
 from pathlib import Path
 from typing import NamedTuple
 

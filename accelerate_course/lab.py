@@ -14,7 +14,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -22,10 +21,12 @@ from typing import NamedTuple
 from accelerate_course import running
 from accelerate_course.launching import accelerate_launch, torchrun
 from accelerate_course.steps import FOLDERS, REPO
+from common.embedded.build_data import SPLITS
 from common.launch import free_port
 
 DRIVER = Path(__file__).resolve().parent / "lab_driver.py"
-VALIDATION_PAIRS = 408
+# the embedded validation split's pairs (common/embedded/build_data.py makes it): 408
+VALIDATION_PAIRS = next(size for split, size, _ in SPLITS if split == "validation")
 # a short run: enough optimizer steps for a missing line to show, few enough for class
 SHORT_RUN = ["--max-train-steps", "30"]
 # how many processes each step's runs have: 1 (step 1), or 2 CPU processes, started by

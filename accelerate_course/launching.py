@@ -104,7 +104,8 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False, xla=Non
         from common.launch import torch_xla_installed
         xla = torch_xla_installed()
     if tpu_branch is None:  # notebook_launcher's own test (accelerate/launchers.py)
-        tpu_branch = any(name.startswith("KAGGLE") for name in os.environ)
+        from common.launch import in_kaggle
+        tpu_branch = in_kaggle()
     if tpu and xla and tpu_branch:
         plans[4] = Launch("notebook_launcher", step4, {"PJRT_DEVICE": "TPU"}, 0,
                           "every TPU chip (notebook_launcher's TPU branch; num_processes is "

@@ -14,7 +14,7 @@ from datasets import ClassLabel, Dataset, DatasetDict, disable_progress_bars, lo
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding
 
-from common.cli import DATASET_NAMES, check_dataset_name
+from common.cli import check_dataset_name
 from common.errors import fail
 from common.hub import hub_out_of_reach
 

@@ -164,16 +164,20 @@ WSL = ("on Windows, run the course in WSL (Windows Subsystem for Linux): in Powe
        "--install; then, in its Ubuntu terminal, clone the course and run it there")
 
 
+def in_kaggle():
+    """Return True in a Kaggle notebook, as notebook_launcher tells (a KAGGLE_* variable)."""
+    return any(name.startswith("KAGGLE") for name in os.environ)
+
+
 def notebook_launcher_starts_processes(n):
     """Return True if notebook_launcher(..., num_processes=n) will start n processes here,
     False if it runs the function in this process or hands it to torch_xla: accelerate 1.15's
     launchers.py decides so (lines 124-160): a TPU in Colab or Kaggle goes to torch_xla's
     spawn, Colab with fewer than 2 GPUs runs in-process, and so does n = 1."""
-    in_kaggle = any(name.startswith("KAGGLE") for name in os.environ)
-    in_colab = (not in_kaggle and "IPython" in sys.modules
+    in_colab = (not in_kaggle() and "IPython" in sys.modules
                 and "google.colab" in str(sys.modules["IPython"].get_ipython()))
     tpu = os.environ.get("TPU_NAME") is not None or os.environ.get("PJRT_DEVICE") == "TPU"
-    if (in_colab or in_kaggle) and tpu:
+    if (in_colab or in_kaggle()) and tpu:
         return False
     if in_colab and gpus_here() < 2:
         return False

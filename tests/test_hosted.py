@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest

@@ -7,7 +7,6 @@ a collective on the CPU backend (test_two_threads_cannot_all_reduce_on_the_cpu_b
 """
 
 import json
-import os
 import sys
 
 import pytest

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from accelerate_course import running
+from accelerate_course.lab import VALIDATION_PAIRS
 from accelerate_course.launching import Launch, accelerate_launch, cpu_name, machine, plan
 from accelerate_course.run_course import StepRun, compare, run_round
 from accelerate_course.steps import FOLDERS
@@ -100,11 +101,11 @@ def check_rows(launches, step_flags, out):
          True, ()),
         ("step3-gpu", "`accelerate launch --config_file configs/1-process.yaml`", one_gpu,
          "1 process on the GPU, 408 kept", lambda m, o: on_cuda(m, o) and m["num_processes"] == 1
-         and len(m["predictions"]) == 408, True, ()),
+         and len(m["predictions"]) == VALIDATION_PAIRS, True, ()),
         ("step3-cpu", "the README's 2 CPU processes (`ACCELERATE_USE_CPU=1`)", launches[3],
          "2 processes on the CPU, 416 gathered, 408 kept", lambda m, o: m["num_processes"] == 2
          and device_of(m, o).startswith("cpu") and m.get("eval_gathered") == 416
-         and len(m["predictions"]) == 408, False, ()),
+         and len(m["predictions"]) == VALIDATION_PAIRS, False, ()),
         ("step4", "`python step4_tpu_notebook/train.py` (2 processes asked)", readme_step4,
          "the CPU, saying so in one line", lambda m, o: m["num_processes"] == 2
          and device_of(m, o).startswith("cpu")

@@ -25,20 +25,20 @@ Exit code 1 if any of these fails.
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from accelerate_course.lab import lab_environment
 from accelerate_course.steps import REPO
 from common.embedded.trace import TRACE_FILE, describe, first_difference, load, processor
 from common.embedded.trace import same_processor, save
 
 DATA = REPO / "common" / "embedded" / "data"
 CHECKPOINT = REPO / "common" / "embedded" / "checkpoint"
-ENV = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9", TOKENIZERS_PARALLELISM="false")
+ENV = lab_environment()  # offline, on the CPU, as the lab's runs
 BUILDER = "common.embedded.build_checkpoint"
 # the largest change of step 1's accuracy and F1 that a rebuild on another processor may bring:
 # rebuilds on other kernels moved them like another seed, by up to 0.03 (measured:
