@@ -1,29 +1,15 @@
 """Grade a student's step with the course's own comparison tests, run for real.
 
     python -m accelerate_course.check 3 exercises/step3/train.py     (make check STEP=3 FILE=...)
+    python -m accelerate_course.check 3 FILE --json results.json    (and Gradescope's results.json)
 
-The file runs where step N runs - step 2 on 1 process and on 2 CPU processes, step 3 on 2
-CPU processes (accelerate launch), step 4 through its own notebook_launcher on 2 - with
-accelerate_course/lab_driver.py reporting from inside every process, and is compared with what the
-lesson requires:
-- step 2: on 1 process, the same losses and predictions as step 1, bit for bit; on 2
-  processes, one group, and the same training as the course's step 2 there;
-- step 3: on 2 processes, one group; trained as the lesson (the same final weights after the
-  same optimizer steps, measured beside the lesson's run, which runs after it); each process
-  evaluates its own share (forward passes counted); the whole validation split scored once
-  (408 pairs); the same predictions as one process evaluating the same final weights alone;
-  one process prints, shows the bar and writes metrics.json; every process leaves the group;
-  and again in a setting the exercise does not show (2 machines of 1 process on 127.0.0.1,
-  evaluation batches of 5);
-- step 4: notebook_launcher's 2 processes in one group; the model created once, before the
-  launch; every batch 128 tokens long; with dropout off, the same predictions as step 3
-  (losses to a relative 1e-4); the whole split scored once, one writer.
-Before anything is launched, the file must be valid Python and its own code (it may not run
-or import the course's step files). Each launch has a time limit (--time-limit, 300 s by
-default): past it, the run is stopped with every process it started, and a FAIL line says so.
-One line per check: `pass` or `FAIL` with a hint measured from the run (the same words as the
-what-if table's verdicts: accelerate_course/lab.py). Exit code 1 when a check fails, so a classroom
-autograder that runs a command and reads its exit code can use it as it is.
+The file runs where step N runs (step 2 on 1 and 2 processes, step 3 on 2 and on 2 machines,
+step 4 through its own notebook_launcher), measured from inside every process
+(accelerate_course/lab_driver.py), and each check compares it with what the lesson requires
+(docs/classroom.md lists them, POINTS says what each is worth). Before anything is launched
+the file must be valid Python and its own code; each launch has a time limit. One line per
+check, `pass` or `FAIL` with a hint measured from the run (the what-if table's words:
+accelerate_course/diagnosis.py), the score, and exit code 1 when a check fails.
 """
 
 import argparse
@@ -36,7 +22,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from accelerate_course import lab, running
+from accelerate_course import diagnosis, measuring, run_plans, running
 from accelerate_course.steps import FOLDERS, TRAIN_PY as STEP_FILE
 
 # seconds one launch of the grader may run (the student's runs, the lesson's, or the unseen
@@ -70,9 +56,9 @@ def total(step):
 def hint(run, reference, names=None):
     """Return the symptoms of a run against a reference, as one hint (only the symptoms named,
     when names are given), or a generic line when none is found."""
-    found = [s for s in lab.symptoms(run, reference) if names is None or s.name in names]
+    found = [s for s in diagnosis.symptoms(run, reference) if names is None or s.name in names]
     if not found:
-        found = lab.process_symptoms(run)
+        found = diagnosis.process_symptoms(run)
     return "; ".join(s.hint for s in found) or "it differs from the lesson's run"
 
 
@@ -109,7 +95,7 @@ def grade_step2(one, two, one_reference, two_reference):
     the course's step 2 on 2."""
     same_as_step1 = not one.error and one.losses == one_reference.losses and \
         one.predictions == one_reference.predictions
-    joined = not two.error and two.alone == 0 and two.num_processes == 2
+    joined = not two.error and two.processes_alone == 0 and two.accelerator_processes == 2
     same_training = joined and two.losses == two_reference.losses and \
         two.weights_equal and two.predictions == two_reference.predictions
     return [
@@ -130,17 +116,17 @@ def grade_step3(run, lesson, unseen=None):
     evaluation batches of 5: UNSEEN_FLAGS), or None when it was not run."""
     if run.error:
         return refused(run)
-    joined = run.alone == 0 and run.num_processes == 2 and \
+    joined = run.processes_alone == 0 and run.accelerator_processes == 2 and \
         run.distributed_type == "DistributedType.MULTI_CPU"
     steps, lesson_steps = len(run.learning_rates), len(lesson.learning_rates)
     trained = steps == lesson_steps and run.weights == lesson.weights
     share, lesson_share = run.eval_forwarded, lesson.eval_forwarded
     own_share = share == lesson_share
-    scored = run.scored[:1] == [lab.VALIDATION_PAIRS] and \
-        len(run.predictions or []) == lab.VALIDATION_PAIRS
+    scored = run.scored[:1] == [measuring.VALIDATION_PAIRS] and \
+        len(run.predictions or []) == measuring.VALIDATION_PAIRS
     equal = run.predictions == run.alone_predictions
     one_voice = run.writes == 1 and run.printed == 1 and run.bars == 1
-    symptoms = {s.name: s.hint for s in lab.process_symptoms(run)}
+    symptoms = {s.name: s.hint for s in diagnosis.process_symptoms(run)}
     gathered = f" ({run.gathered} gathered)" if run.gathered else ""
     checks = [
         Check("2 processes: one group, each process says it is one of 2", joined,
@@ -155,7 +141,7 @@ def grade_step3(run, lesson, unseen=None):
         Check(f"each process evaluated its own share ({' + '.join(map(str, lesson_share))} "
               f"pairs, the split and its duplicated tail)", own_share, "" if own_share else
               own_share_hint(share, lesson_share), "own share"),
-        Check(f"the whole validation split scored once: {lab.VALIDATION_PAIRS} pairs{gathered}",
+        Check(f"the whole validation split scored once: {measuring.VALIDATION_PAIRS} pairs{gathered}",
               scored, "" if scored else symptoms.get("tail_counted") or symptoms.get(
                   "own_share") or f"the main process scored {run.scored}",
               "scored once"),
@@ -181,12 +167,12 @@ def own_share_hint(share, lesson_share):
     if not any(share):
         return "no process put the validation pairs through the model: predictions must come " \
                "from the model, evaluated by every process"
-    if sorted(share)[-1] >= lab.VALIDATION_PAIRS and sorted(share)[0] == 0:
-        return (f"one process evaluated all {lab.VALIDATION_PAIRS} pairs and the others none "
+    if sorted(share)[-1] >= measuring.VALIDATION_PAIRS and sorted(share)[0] == 0:
+        return (f"one process evaluated all {measuring.VALIDATION_PAIRS} pairs and the others none "
                 f"({' + '.join(map(str, share))}): prepare() gives each process its own share "
                 "of the evaluation loader, to evaluate at once and gather")
-    if all(n >= lab.VALIDATION_PAIRS for n in share):
-        return (f"each process evaluated all {lab.VALIDATION_PAIRS} pairs itself "
+    if all(n >= measuring.VALIDATION_PAIRS for n in share):
+        return (f"each process evaluated all {measuring.VALIDATION_PAIRS} pairs itself "
                 f"({' + '.join(map(str, share))}): the evaluation loader should give each process "
                 "its own share, as the training loader does, and the shares be gathered")
     return f"the processes evaluated {' + '.join(map(str, share))} pairs; the lesson's " \
@@ -195,7 +181,7 @@ def own_share_hint(share, lesson_share):
 
 # a setting the exercise does not show: evaluation batches of 5 (408 pairs in 82 batches, 41
 # per process: a duplicated tail of 2, not 8), on 2 machines of 1 process each
-UNSEEN_FLAGS = [*lab.SHORT_RUN, "--eval-batch-size", "5"]
+UNSEEN_FLAGS = [*run_plans.SHORT_RUN, "--eval-batch-size", "5"]
 
 
 def unseen_check(run):
@@ -208,10 +194,10 @@ def unseen_check(run):
     scored = run.scored[:1]
     if scored and scored == run.eval_forwarded[:1]:
         problems.append(f"the main process scored only its own share, {scored[0]} pairs of "
-                        f"{lab.VALIDATION_PAIRS}")
-    elif scored != [lab.VALIDATION_PAIRS]:
+                        f"{measuring.VALIDATION_PAIRS}")
+    elif scored != [measuring.VALIDATION_PAIRS]:
         problems.append(f"the main process scored {scored[0] if scored else 'no'} pairs for "
-                        f"{lab.VALIDATION_PAIRS}: how many predictions to keep depends on the "
+                        f"{measuring.VALIDATION_PAIRS}: how many predictions to keep depends on the "
                         f"split, not on this setting's number of processes and batch size")
     elif run.predictions != run.alone_predictions:
         problems.append(differing(run.predictions or [], run.alone_predictions))
@@ -233,19 +219,19 @@ def grade_step4(run, step3_reference):
     reference: the course's step 3 on 2 processes, dropout off."""
     if run.error:
         return refused(run)
-    symptoms = {s.name: s.hint for s in lab.process_symptoms(run)}
-    joined = run.alone == 0 and run.processes == 2 and run.num_processes == 2
-    if run.processes < 2:
+    symptoms = {s.name: s.hint for s in diagnosis.process_symptoms(run)}
+    joined = run.processes_alone == 0 and run.processes_reporting == 2 and run.accelerator_processes == 2
+    if run.processes_reporting < 2:
         symptoms["alone"] = ("only 1 process trained: main() should start training_function "
                              "with notebook_launcher(..., num_processes=2)")
     outside = run.models_created_before >= 1 and run.models_created_inside == 0
     fixed = run.lengths == [128]
     equal = run.predictions == step3_reference.predictions and \
-        lab.close(run.losses or [], step3_reference.losses)
-    whole = run.scored[:1] == [lab.VALIDATION_PAIRS] and run.writes == 1
+        diagnosis.close(run.losses or [], step3_reference.losses)
+    whole = run.scored[:1] == [measuring.VALIDATION_PAIRS] and run.writes == 1
     return [
         Check("notebook_launcher: 2 processes in one group, each says it is one of 2", joined,
-              "" if joined else symptoms.get("alone", f"{run.processes} process(es) "
+              "" if joined else symptoms.get("alone", f"{run.processes_reporting} process(es) "
                                              "trained: main() should call notebook_launcher"),
               "one group"),
         Check("the model created once, before the launch, and passed in", outside,
@@ -264,58 +250,60 @@ def grade_step4(run, step3_reference):
     ]
 
 
+# the sets of runs a grading reads, each {name: Run}: one launch each
+ONE_PROCESS = "1 process"  # step 2: step 1, step 2 and the candidates, on 1 process
+TWO_PROCESSES = "2 processes"  # the candidates and the lesson where the lesson runs
+TWO_MACHINES = "2 machines"  # step 3: the candidates in the setting no exercise shows
+STEP3_REFERENCE = "step 3 without dropout"  # step 4: what it must equal
+
+
 def one_process_runs(candidates, folder, time_limit=900):
     """Run step 1, step 2 and the candidates on one process, under accelerate launch (which
-    gives it one thread); return {name: measurement}."""
+    gives it one thread); return {name: Run}."""
     scripts = {"step1": STEP_FILE[1], "lesson": STEP_FILE[2], **candidates}
-    return lab.run_scripts(2, scripts, Path(folder) / "one", processes=1, launcher="accelerate",
-                           time_limit=time_limit)
+    return run_plans.run_scripts(2, scripts, Path(folder) / "one", processes=1,
+                                 launcher="accelerate", time_limit=time_limit)
 
 
-def runs_for(step, candidates, folder, measured=None, step3_reference=None, one=None,
-             time_limit=900, unseen=None):
-    """Run what grading `candidates` ({name: path}) needs for a step, all in as few launches as
-    possible; return {mode: {name: measurement}}. Runs already made are not made again:
-    `measured`, the what-if lab's of the step (same flags); `one`, one_process_runs(...);
-    step3_reference, step 4's reference (step 3 on 2 processes with dropout off); `unseen`,
-    step 3's runs in the setting no exercise shows (2 machines, UNSEEN_FLAGS)."""
-    folder = Path(folder)
-    runs = {}
-    if step == 2:
-        runs["one"] = one or one_process_runs(candidates, folder, time_limit)
-        if measured is None:
-            measured = lab.run_scripts(2, {"lesson": STEP_FILE[2], **candidates}, folder / "two",
-                                       time_limit=time_limit)
-        runs["two"] = measured
-    elif step == 3:
+def runs_for(step, candidates, folder, made=None, time_limit=900):
+    """Return the sets of runs that grading `candidates` ({name: path}) as step `step` reads,
+    {set name: {name: Run}}: each set not in `made` (sets run already, with the same flags
+    and candidates) is run now, in one launch."""
+    folder, made = Path(folder), made or {}
+    needed = {
+        2: {ONE_PROCESS: lambda: one_process_runs(candidates, folder, time_limit),
+            TWO_PROCESSES: lambda: run_plans.run_scripts(
+                2, {"lesson": STEP_FILE[2], **candidates}, folder / "two",
+                time_limit=time_limit)},
         # the candidates in a launch of their own, before the lesson's: no output of the
         # lesson exists while they run, and a collective only some of their processes join
         # ends their launch (the others leave), instead of meeting the lesson's collectives
-        runs["two"] = measured or {
-            **lab.run_scripts(3, candidates, folder / "yours", time_limit=time_limit),
-            **lab.run_scripts(3, {"lesson": STEP_FILE[3]}, folder / "two", time_limit=time_limit)}
-        runs["unseen"] = unseen or lab.run_on_two_machines(3, candidates, folder / "unseen",
-                                                           UNSEEN_FLAGS, time_limit)
-    else:
-        flags = lab.step4_flags(folder)
-        runs["step3"] = {"lesson": step3_reference} if step3_reference else \
-            lab.run_scripts(3, {"lesson": STEP_FILE[3]}, folder / "step3", flags,
-                            time_limit=time_limit)
-        runs["two"] = measured or lab.run_scripts(4, {"lesson": STEP_FILE[4], **candidates},
-                                                  folder / "two", flags,
-                                                  env=lab.LAUNCH_ENV.get(4), time_limit=time_limit)
-    return runs
+        3: {TWO_PROCESSES: lambda: {
+                **run_plans.run_scripts(3, candidates, folder / "yours", time_limit=time_limit),
+                **run_plans.run_scripts(3, {"lesson": STEP_FILE[3]}, folder / "two",
+                                        time_limit=time_limit)},
+            TWO_MACHINES: lambda: run_plans.run_on_two_machines(
+                3, candidates, folder / "unseen", UNSEEN_FLAGS, time_limit)},
+        4: {STEP3_REFERENCE: lambda: run_plans.run_scripts(
+                3, {"lesson": STEP_FILE[3]}, folder / "step3", run_plans.step4_flags(folder),
+                time_limit=time_limit),
+            TWO_PROCESSES: lambda: run_plans.run_scripts(
+                4, {"lesson": STEP_FILE[4], **candidates}, folder / "two",
+                run_plans.step4_flags(folder), env=run_plans.LAUNCH_ENV.get(4),
+                time_limit=time_limit)},
+    }[step]
+    return {name: made[name] if name in made else run() for name, run in needed.items()}
 
 
 def grade(step, name, runs):
     """Return the Checks of candidate `name` from runs_for(...)."""
     if step == 2:
-        return grade_step2(runs["one"][name], runs["two"][name], runs["one"]["step1"],
-                           runs["two"]["lesson"])
+        return grade_step2(runs[ONE_PROCESS][name], runs[TWO_PROCESSES][name],
+                           runs[ONE_PROCESS]["step1"], runs[TWO_PROCESSES]["lesson"])
     if step == 3:
-        return grade_step3(runs["two"][name], runs["two"]["lesson"],
-                           runs.get("unseen", {}).get(name))
-    return grade_step4(runs["two"][name], runs["step3"]["lesson"])
+        return grade_step3(runs[TWO_PROCESSES][name], runs[TWO_PROCESSES]["lesson"],
+                           runs[TWO_MACHINES].get(name))
+    return grade_step4(runs[TWO_PROCESSES][name], runs[STEP3_REFERENCE]["lesson"])
 
 
 def before_launch(path):

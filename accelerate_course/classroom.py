@@ -3,21 +3,12 @@
     python -m accelerate_course.classroom template 3 OUT    (make student-template STEP=3 OUT=...)
     python -m accelerate_course.classroom gradescope 3 OUT  (make gradescope STEP=3 OUT=...)
 
-template: the students' repository for a graded lab on lesson N, with nothing of the lesson's
-solution in it (the way nbgrader's and Otter's student versions keep the solution with the
-teacher): the steps before N, the exercise (step N-1 with a TODO where each change of
-lesson N goes), the lesson's text, what runs the exercise (common/, configs/, the pins, make
-install), a dev container for Codespaces, and .github/workflows/classroom.yml, which GitHub
-Classroom runs on every push: it clones the teacher's copy of the course at its tag (the
-lesson's reference and the checks), grades the file once with accelerate_course/check.py
-(--json), then scores each check as an autograding step of its own, with its points
-(classroom-resources/autograding-command-grader and -grading-reporter, as GitHub Classroom
-writes them), on PyTorch's CPU build with pip's cache.
-
-gradescope: an autograder folder and its zip (setup.sh and run_autograder at the zip's root,
-the teacher's copy of the course beside them, as Gradescope's autograder specification
-asks): run_autograder grades the submitted train.py and writes
-/autograder/results/results.json (check.results).
+template: the students' repository for lesson N with nothing of its solution (the steps before
+N, the exercise, the lesson's text, what runs it, a dev container) and a
+.github/workflows/classroom.yml in GitHub Classroom's own form, which grades each push once
+with the teacher's copy of the course at its tag and scores each check as a step of its own.
+gradescope: setup.sh and run_autograder at a zip's root, the teacher's copy beside them;
+run_autograder writes /autograder/results/results.json (check.results). docs/teaching.md.
 """
 
 import argparse

@@ -19,14 +19,14 @@ read a state saved there): lab.what_if runs them so. rows() turns the measuremen
 table's rows, as data;
 the commands render them (accelerate_course/whatif.py for the terminal,
 accelerate_course/maintain/update_readme.py for the pages). Comparisons with dropout off use
-the checkpoint copy that turns it off (lab.checkpoint_without_dropout): there two runs that
+the checkpoint copy that turns it off (run_plans.checkpoint_without_dropout): there two runs that
 compute the same sums in another order can be compared step for step.
 """
 
 from pathlib import Path
 from typing import NamedTuple
 
-from accelerate_course import lab
+from accelerate_course import patches, run_plans
 from accelerate_course.steps import FOLDERS, REPO, TRAIN_PY
 
 # two runs of the same computation in another order of float sums (accumulated gradients
@@ -40,7 +40,7 @@ class Spec(NamedTuple):
     name: str
     patch: str | None  # stepN_*/invariants/<patch>.patch, or None: the step itself
     processes: int  # 1, or the step's what-if launch's 2
-    flags: tuple = ()  # instead of the lab's short run (lab.SHORT_RUN)
+    flags: tuple = ()  # instead of the lab's short run (run_plans.SHORT_RUN)
     env: dict = {}
     dropout: bool = True  # False: the checkpoint copy without dropout
     resumes: str | None = None  # the run whose saved state it loads (in a launch after)
@@ -78,28 +78,30 @@ def scripts(step, folder):
             path = folder / "scripts" / spec.patch / "train.py"
             if not path.exists():
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(lab.apply_patch(REPO / FOLDERS[step] / "invariants" /
+                path.write_text(patches.apply_patch(REPO / FOLDERS[step] / "invariants" /
                                                 f"{spec.patch}.patch", text))
-        flags = list(spec.flags or lab.SHORT_RUN)
+        flags = list(spec.flags or run_plans.SHORT_RUN)
         if "--max-train-steps" not in flags:
-            flags += lab.SHORT_RUN
+            flags += run_plans.SHORT_RUN
         if not spec.dropout:
-            flags += ["--checkpoint", str(lab.checkpoint_without_dropout(folder))]
+            flags += ["--checkpoint", str(run_plans.checkpoint_without_dropout(folder))]
         found[spec.name] = (path, dict(spec.env), flags)
     return found
 
 
 def launches(step, folder, saved_in):
     """Return the invariants' runs by launch: {"two": {...}, "one": {...}, "after two": {...},
-    "after one": {...}} ({name: (script, env, flags)}); saved_in(name) is the folder where
-    run `name` writes its outputs (a resumed run reads its state there)."""
+    "after one": {...}} ({name: (script, env, flags)}); saved_in(spec) is the folder where
+    the run of that Spec writes its outputs (a resumed run reads its state there)."""
     made = scripts(step, folder)
+    specs = {spec.name: spec for spec in RUNS.get(step, [])}
     by_launch = {}
-    for spec in RUNS.get(step, []):
+    for spec in specs.values():
         script, env, flags = made[spec.name]
         key = "two" if spec.processes > 1 else "one"
         if spec.resumes:
-            env = dict(env, COURSE_RESUME_FROM=str(Path(saved_in(spec.resumes)) / "state"))
+            saved = Path(saved_in(specs[spec.resumes])) / "state"
+            env = dict(env, COURSE_RESUME_FROM=str(saved))
             key = f"after {key}"
         by_launch.setdefault(key, {})[spec.name] = (script, env, flags)
     return by_launch
@@ -127,7 +129,7 @@ def last(losses, n=10):
 
 
 def rows(step, runs, lesson=None):
-    """Return the invariants table's InvariantRows from the measured runs ({name: lab.Run};
+    """Return the invariants table's InvariantRows from the measured runs ({name: measuring.Run};
     lesson: the step's own run in its what-if launch)."""
     if step == 2:
         bf16, fp32 = runs["bf16"], runs["float32"]

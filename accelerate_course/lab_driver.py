@@ -4,27 +4,15 @@
     ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml \
         accelerate_course/lab_driver.py PLAN.json                          (steps 2 and 3)
 
-PLAN.json: {"flags": [...], "runs": [{"name": ..., "script": ..., "env": {...}}, ...]} (a run
-may have "flags" of its own), written by accelerate_course/lab.py. Each run's script is a course step or a what-if variant of one (a patched
-copy); its own main() runs as `python script flags --output-dir <run folder>` would run it,
-and its processes are the ones this driver was launched as (or, for step 4, the ones its
-notebook_launcher starts). Starting the processes once for several runs saves their start
-(about 6 s of imports each); between runs the Accelerate state is reset, so every run sets
-up its processes and its process group again, as a fresh launch would.
-
-Every process writes, into the run's folder:
-- rank<R>.out: what it printed (stdout and stderr);
-- rank<R>.json: what its Accelerate state says (process index, number of processes,
-  distributed type, backend), what it computed with the metric (pairs, accuracy, F1), how
-  many pairs it put through the model in eval mode (its share of the evaluation), how
-  often it wrote metrics.json and what it wrote, the gradient norm at its first optimizer
-  steps, and a fingerprint of its final weights; the process of rank 0 also evaluates those
-  final weights once more on its own, with a plain, unsharded dataloader over the whole
-  validation split: the predictions a correct distributed evaluation must equal;
-- run.json (by the process that called main()): the wall time, and the error the run
-  stopped with, if any (an `error:` line, or an exception's type and message).
-Nothing here changes what a step computes: the spies only look (they wrap
-from_pretrained, AdamW.step, the metric and write_metrics, and call the originals).
+PLAN.json (accelerate_course/run_plans.py writes it) lists the runs: each a course step or a
+patched copy, whose main() runs as `python script flags --output-dir <run folder>` would, in
+the processes this driver was launched as, its Accelerate state reset between runs. Every
+process writes into the run's folder rank<R>.out (what it printed) and rank<R>.json (what its
+Accelerator says, what it computed with the metric, its share of the evaluation, its writes,
+its first gradient norms, a fingerprint of its final weights; rank 0 also evaluates those
+weights once more alone); the process that called main() writes run0.json (time, error).
+The spies only look: they wrap from_pretrained, AdamW.step, the metric and write_metrics and
+call the originals (accelerate_course/measuring.py reads what they wrote).
 """
 
 import contextlib

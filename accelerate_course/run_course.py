@@ -5,22 +5,12 @@
     python -m accelerate_course.run_course --checkpoint bert-base-cased --dataset glue
     python -m accelerate_course.run_course --steps 3 --launcher torchrun
 
-Any other flag (--epochs 1, --max-train-steps 50, ...) is passed to every step.
-
-First it decides how to launch each step on this machine and prints that plan
-(accelerate_course/launching.py), and which steps run side by side: steps 1 and 2, one
-thread each, when there is a core for each. Each step runs as its own process and writes
-its metrics.json and its console output (train.log) under --output-dir/step<N>. One line per
-step (and, when a step fails, its own error line), then a table, then a plot of the
-training-loss curves (loss_curves.png). One Ctrl-C (or SIGTERM) stops the whole course: the
-running steps say so in their own lines, no later step starts (accelerate_course/running.py).
-
-The exit code is 1 if a step fails or if a comparison that must hold does not (MUST_HOLD):
-step 2 identical to step 1; steps 3 and 4 within 0.05 of the step before (they train on 2
-processes, and step 4 pads to 128 tokens, which draws other dropout masks: like two seeds);
-every step keeping as many predictions as the others, and steps 3 and 4 at least as many
-gathered as kept. A step that stops on a bad input (its one `error:` line) stops the course
-there: every later step would refuse it too.
+Any other flag (--epochs 1, --max-train-steps 50, ...) is passed to every step. It prints the
+launch plan first (accelerate_course/launching.py: steps 1 and 2 side by side when there is a
+core for each), runs each step as its own process (metrics.json and train.log under
+--output-dir/step<N>), then prints one line per step, a table and a plot of the loss curves.
+Exit code 1 if a step fails or a comparison that must hold does not (MUST_HOLD). One Ctrl-C
+stops it all (accelerate_course/running.py).
 """
 
 import argparse

@@ -23,7 +23,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from accelerate_course import lab, running
+from accelerate_course import lab, measuring, patches, run_plans, running
 from accelerate_course.launching import describe_machine
 
 LAUNCHES = {1: "1 process (python)", 2: "2 CPU processes (accelerate launch)",
@@ -52,7 +52,7 @@ def plain_text(step, result):
         if row.verdict != "-":
             out.append(wrapped("result", row.verdict))
         out.append("")
-    for variant in lab.variants(step):
+    for variant in patches.variants(step):
         if variant.note:
             out += [textwrap.fill(f"{variant.name}: {variant.note}", WIDTH), ""]
     if result.invariant_rows:
@@ -78,11 +78,11 @@ def main():
     try:
         with running.stop_together():
             for step in args.step:
-                print(f"\nStep {step}: {LAUNCHES[step]}, {lab.train_steps(lab.SHORT_RUN)} "
+                print(f"\nStep {step}: {LAUNCHES[step]}, {measuring.train_steps(run_plans.SHORT_RUN)} "
                       f"optimizer steps each (reports in {folder / f'step{step}'})\n", flush=True)
                 try:
                     result = lab.what_if(step, folder / f"step{step}")
-                except lab.PatchError as error:
+                except patches.PatchError as error:
                     sys.exit(f"error: {error}")
                 print(plain_text(step, result), flush=True)
     except running.Stopped as stop:

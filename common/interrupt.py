@@ -3,20 +3,15 @@ port another program holds, says so in one line, writes nothing, and exits.
 
 Without this, Ctrl-C prints a traceback from wherever training happened to be, and SIGTERM
 (what `kill`, a job scheduler or a notebook's "interrupt" sends) ends the process without a
-word. A process of a multi-machine run whose peer went away (its machine stopped, its job was
-cancelled) gets the backend's error at its next collective: measured here with gloo on two
-"machines" on loopback, within seconds, as a page of traceback ending in "Connection reset by
-peer". A launch whose port is taken (step 4's --port, on a shared server where another user's
-run holds it) gets torch's store error, "The server socket has failed to listen on any local
-network address. port: 29500, ... name: EADDRINUSE". Nothing else is needed to lose nothing:
-metrics.json is written only at the very end, and whole or not at all (common/output.py).
+word. A process whose peer went away gets the backend's error at its next collective (gloo:
+"Connection reset by peer"); a launch whose port is taken, torch's store error (EADDRINUSE).
+metrics.json is written only at the very end, whole or not at all (common/output.py), so a
+stop loses nothing.
 
-A stop signal can also come where Python cannot raise it cleanly: inside a weakref callback
-(Python prints "Exception ignored" and goes on, until the next collective finds the other
-processes gone) or while the process already reports an error (inside torch.distributed's
-excepthook): seen in 5 of 21 Ctrl-Cs on a 2-process launch of step 3 with both cores of an
-Intel Xeon (model 207) busy. Each signal is remembered, and such a run still ends as stopped:
-10 Ctrl-Cs of 10 under the same load.
+A stop signal can also arrive where Python cannot raise it cleanly: inside a weakref callback
+(Python prints "Exception ignored" and goes on) or while the process already reports an error
+(torch.distributed's excepthook). Each signal is therefore remembered, and such a run still
+ends as stopped.
 """
 
 import os

@@ -1,5 +1,5 @@
 """Helpers shared by the tests: run a step script as a real subprocess and read its results;
-the lab's runs (accelerate_course/lab_runs.py decides which share a launch), made once per
+the lab's runs (tests/helpers/shared_runs.py decides which share a launch), made once per
 session for the comparison tests of each step, the what-if tests and the grader's tests."""
 
 import json
@@ -16,8 +16,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
 import step3_mistakes  # tests/helpers/ (pytest's pythonpath, in pyproject.toml)
-from accelerate_course import lab, running
-from accelerate_course.lab_runs import SharedRuns
+from accelerate_course import run_plans, running
+from shared_runs import SharedRuns  # tests/helpers/
 from accelerate_course.steps import TRAIN_PY
 
 STEPS = TRAIN_PY  # {step: its train.py}, from accelerate_course/steps.py
@@ -56,7 +56,7 @@ def offline_env(**extra):
     command is meant to do by itself (not ACCELERATE_USE_CPU, which step 4's
     Accelerator(cpu=...) line and the README's step 3 command each set in their own way; a
     test passes it where the command it runs has it). The lab's own environment."""
-    return lab.lab_environment(**extra)
+    return run_plans.lab_environment(**extra)
 
 
 def run_command(command, timeout=600, **env):
@@ -102,7 +102,7 @@ def default_runs(tmp_path_factory):
 def checkpoint_without_dropout(tmp_path_factory):
     """A copy of the embedded checkpoint whose config turns dropout off: two runs that differ
     only in tensor shapes (padding) then compute the same function."""
-    return lab.checkpoint_without_dropout(tmp_path_factory.mktemp("no_dropout"))
+    return run_plans.checkpoint_without_dropout(tmp_path_factory.mktemp("no_dropout"))
 
 
 # graded again on 2 machines with evaluation batches of 5 (check.UNSEEN_FLAGS): the lesson
@@ -138,13 +138,13 @@ def selected_steps(session):
 
 @pytest.fixture(scope="session")
 def lab_runs(tmp_path_factory, request):
-    """lab_runs(step) -> that step's runs (accelerate_course/lab_runs.py), made once per
+    """lab_runs(step) -> that step's runs (tests/helpers/shared_runs.py), made once per
     session, each launch when a test first reads it."""
     return SharedRuns(
         lambda step: tmp_path_factory.mktemp(f"lab_step{step}"), selected_steps(request.session),
         extra_for=step3_extras,
-        on_one_process={DETERMINISTIC: (STEPS[1], {}, [*lab.SHORT_RUN, "--deterministic"])},
-        unseen=UNSEEN_RUNS, on_two_machines={README_COMMAND: (STEPS[3], {}, lab.SHORT_RUN)},
+        on_one_process={DETERMINISTIC: (STEPS[1], {}, [*run_plans.SHORT_RUN, "--deterministic"])},
+        unseen=UNSEEN_RUNS, on_two_machines={README_COMMAND: (STEPS[3], {}, run_plans.SHORT_RUN)},
         machine_env=slurm_task)
 
 

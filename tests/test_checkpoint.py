@@ -114,16 +114,16 @@ FAMILIES = {1: ("gpt2", "roberta", "distilbert", "bart", "t5"), 4: ("gpt2", "rob
 
 @pytest.fixture(scope="module")
 def other_families(tmp_path_factory):
-    """{step: ({family: lab.Run}, the folder of its runs)}: each step's runs of the tiny
+    """{step: ({family: measuring.Run}, the folder of its runs)}: each step's runs of the tiny
     checkpoints, one launch a step."""
     import tiny_checkpoints
-    from accelerate_course import lab
+    from accelerate_course import run_plans
     from conftest import STEPS
     folder = tmp_path_factory.mktemp("families")
     built = {kind: tiny_checkpoints.build(kind, folder / kind) for kind in tiny_checkpoints.KINDS}
-    return {step: (lab.run_scripts(step, {kind: (STEPS[step], {}, [
+    return {step: (run_plans.run_scripts(step, {kind: (STEPS[step], {}, [
         "--max-train-steps", "6", "--checkpoint", built[kind]]) for kind in kinds},
-        folder / f"step{step}", env=lab.LAUNCH_ENV.get(step)), folder / f"step{step}")
+        folder / f"step{step}", env=run_plans.LAUNCH_ENV.get(step)), folder / f"step{step}")
         for step, kinds in FAMILIES.items()}
 
 
@@ -135,7 +135,7 @@ def test_checkpoints_of_other_families_train(other_families, step):
     for kind, run in runs.items():
         assert run.error is None, (kind, run.error)
         assert len(run.losses) == 6 and len(run.predictions) == 408, kind
-        assert run.processes == (1 if step == 1 else 2), kind
+        assert run.processes_reporting == (1 if step == 1 else 2), kind
         if step == 4:  # fixed shapes with every family's own padding token
             assert run.lengths == [128], (kind, run.lengths)
 

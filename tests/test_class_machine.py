@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from accelerate_course import lab
+from accelerate_course import run_plans
 from conftest import REPO, STEPS, offline_env, port_is_taken, read_metrics
 
 # what a student's `accelerate config` may have written: FSDP, debug mode, bf16, 4 processes
@@ -78,7 +78,7 @@ def test_the_default_config_takes_over_a_launch_that_gives_every_flag(tmp_path, 
 
 def test_step2_with_the_course_config_is_the_same_run_on_a_crowded_machine(tmp_path, crowded,
                                                                             lab_runs):
-    launch(accelerate("--config_file", "configs/1-process.yaml", STEPS[2], *lab.SHORT_RUN,
+    launch(accelerate("--config_file", "configs/1-process.yaml", STEPS[2], *run_plans.SHORT_RUN,
                       "--output-dir", tmp_path), tmp_path, **crowded)
     run, reference = read_metrics(tmp_path), lab_runs(2).one["lesson"]
     assert run["num_processes"] == 1
@@ -89,7 +89,7 @@ def test_step2_with_the_course_config_is_the_same_run_on_a_crowded_machine(tmp_p
 @pytest.mark.step3
 def test_step3_readme_command_is_the_same_run_on_a_crowded_machine(tmp_path, crowded, lab_runs):
     said = launch(accelerate("--config_file", "configs/cpu-2-processes.yaml", STEPS[3],
-                             *lab.SHORT_RUN, "--output-dir", tmp_path), tmp_path,
+                             *run_plans.SHORT_RUN, "--output-dir", tmp_path), tmp_path,
                   ACCELERATE_USE_CPU="1", **crowded)
     assert "Num processes: 2" in said and "Backend: gloo" in said  # from inside the processes
     run, reference = read_metrics(tmp_path), lab_runs(3)["lesson"]
@@ -108,7 +108,7 @@ def test_step4_runs_while_29500_is_held(lab_runs):
     run = runs["lesson"]
     assert run.error is None
     assert "Num processes: 2" in (runs.folder / "runs" / "lesson" / "rank0.out").read_text()
-    assert run.num_processes == 2 and run.gathered == 416
+    assert run.accelerator_processes == 2 and run.gathered == 416
     assert len(run.predictions) == 408
 
 

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import step3_mistakes
-from accelerate_course import check, exercise, lab
+from accelerate_course import check, exercise, run_plans
 from accelerate_course.steps import untagged
 from conftest import REPO, STEPS
 
@@ -182,9 +182,9 @@ def test_the_reference_and_an_equivalent_solution_pass_in_the_unseen_setting(lab
 def test_a_gather_only_the_main_process_joins_fails_with_its_hint(tmp_path):
     # alone in its launch: the other process leaves while the main one waits in the gather
     path = step3_mistakes.write_all(tmp_path / "mistake", ["gather_on_main_only"])["gather_on_main_only"]
-    run = lab.run_scripts(3, {"mine": path}, tmp_path / "runs", time_limit=120)["mine"]
+    run = run_plans.run_scripts(3, {"mine": path}, tmp_path / "runs", time_limit=120)["mine"]
     checks = check.refused(run)
-    assert checks and "every process must call it" in checks[0].hint, run.error
+    assert checks and "every process must take part in each" in checks[0].hint, run.error
 
 
 @pytest.mark.parametrize("step", [2, 3, 4])

@@ -19,7 +19,7 @@ def rows(lab_runs, step):
 def test_accumulating_2_batches_on_1_process_takes_the_steps_of_2_processes(lab_runs):
     runs = lab_runs(3).measured
     one, two = runs["accumulate 2, 1 process"], runs["seedable, 2 processes"]
-    assert one.num_processes == 1 and two.num_processes == 2
+    assert one.accelerator_processes == 1 and two.accelerator_processes == 2
     assert two.distributed_type == "DistributedType.MULTI_CPU"
     assert len(one.learning_rates) == len(two.learning_rates) == 30
     assert one.learning_rates == two.learning_rates
@@ -44,7 +44,7 @@ def test_a_run_resumed_in_a_new_launch_is_the_uninterrupted_run_bit_for_bit(lab_
     runs = lab_runs(3).measured
     saved, resumed = runs[f"saved, {processes}"], runs[f"resumed, {processes}"]
     assert saved.error is None and resumed.error is None, (saved.error, resumed.error)
-    assert resumed.num_processes == saved.num_processes == int(processes[0])
+    assert resumed.accelerator_processes == saved.accelerator_processes == int(processes[0])
     assert len(saved.losses) == 30 and resumed.losses == saved.losses[15:]
     assert resumed.learning_rates == saved.learning_rates[15:]
     assert resumed.weights == saved.weights and resumed.predictions == saved.predictions
@@ -67,7 +67,7 @@ def test_the_learning_rate_against_the_global_batch_is_measured(lab_runs):
     runs = lab_runs(3).measured
     doubled, longer = runs["2 x lr"], runs["1 process, 60 steps"]
     assert doubled.learning_rates[0] == 2 * lab_runs(3)["lesson"].learning_rates[0]
-    assert len(longer.learning_rates) == 60 and longer.num_processes == 1
+    assert len(longer.learning_rates) == 60 and longer.accelerator_processes == 1
     row = rows(lab_runs, 3)["the learning rate and the global batch"]
     assert row.holds and row.verdict.startswith("not an invariant")
 
@@ -79,5 +79,5 @@ def test_bf16_autocast_on_the_cpu_scales_no_loss(lab_runs):
     assert bf16.grad_scaler is None and fp32.grad_scaler is None  # a GradScaler: fp16 only
     assert bf16.losses != fp32.losses  # bfloat16 products: other numbers
     assert bf16.error is None and len(bf16.predictions) == len(fp32.predictions) == 408
-    assert bf16.num_processes == fp32.num_processes == 1
+    assert bf16.accelerator_processes == fp32.accelerator_processes == 1
     assert rows(lab_runs, 2)["mixed precision: bf16 autocast"].holds

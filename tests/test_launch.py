@@ -22,7 +22,7 @@ import pytest
 
 from common.launch import free_port
 
-from accelerate_course import lab
+from accelerate_course import run_plans
 from conftest import REPO, STEPS, offline_env, run_command, run_step, slurm_task
 from accelerate_course.launching import accelerate_launch, plan
 
@@ -32,7 +32,7 @@ VALIDATION_SIZE = 408
 def same_as_the_readme_command(run, reference):
     """A 2-process run joined like the README's accelerate launch, with its numbers."""
     assert run.error is None
-    assert run.processes == 2 and run.alone == 0 and run.num_processes == 2
+    assert run.processes_reporting == 2 and run.processes_alone == 0 and run.accelerator_processes == 2
     assert run.distributed_type == "DistributedType.MULTI_CPU"
     assert run.gathered == 416 and len(run.predictions) == VALIDATION_SIZE
     assert run.predictions == run.alone_predictions
@@ -78,14 +78,14 @@ def test_multi_gpu_without_accelerate_use_cpu_joins_on_the_cpu_and_says_so(lab_r
 
 
 def test_torchrun_on_one_machine_equals_accelerate_launch(tmp_path, readme_run):
-    run = lab.run_scripts(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
+    run = run_plans.run_scripts(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
                           use_cpu=False)["lesson"]
     same_as_the_readme_command(run, readme_run)
 
 
 def test_torchrun_on_two_nodes_over_loopback_equals_accelerate_launch(tmp_path, readme_run):
     from test_step3_distributed import check_inside
-    run = lab.run_on_two_machines(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
+    run = run_plans.run_on_two_machines(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
                                   machine_env=slurm_task)["lesson"]
     check_inside(tmp_path / "lesson", 2)
     same_as_the_readme_command(run, readme_run)

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from accelerate_course import lab
+from accelerate_course import run_plans
 from conftest import GRID, REPO, STEPS
 
 VALIDATION_SIZE = 408
@@ -46,7 +46,7 @@ def test_one_process_is_identical_to_step2(lab_runs):
 
 def check_two_or_three(run, run_folder, n):
     check_inside(run_folder, n)
-    assert run.num_processes == n and run.alone == 0
+    assert run.accelerator_processes == n and run.processes_alone == 0
     # the padded count: every process runs ceil(51 batches / n) batches of 8
     batches_per_process = -(-51 // n)
     assert run.gathered == batches_per_process * n * 8  # 2 -> 416, 3 -> 408
@@ -75,7 +75,7 @@ def test_two_processes_evaluate_like_one_process(lab_runs):
 def three_processes(tmp_path_factory):
     """Step 3 and the grid of sizes on 3 processes, in one launch of the README's command."""
     folder = tmp_path_factory.mktemp("three")
-    runs = lab.run_scripts(3, {"lesson": STEPS[3], "grid": (GRID, {}, ["--processes", "3"])},
+    runs = run_plans.run_scripts(3, {"lesson": STEPS[3], "grid": (GRID, {}, ["--processes", "3"])},
                            folder, processes=3)
     return runs, folder
 
@@ -102,7 +102,7 @@ def test_two_machines_on_loopback_equal_one_machine_with_two_processes(lab_runs,
     one_machine = lab_runs(3)["lesson"]
     run, folder = two_machines
     check_inside(folder, 2)
-    assert run.num_processes == 2 and run.gathered == 416
+    assert run.accelerator_processes == 2 and run.gathered == 416
     assert run.predictions == one_machine.predictions
     assert (run.accuracy, run.f1) == (one_machine.accuracy, one_machine.f1)
     assert run.losses == one_machine.losses

@@ -14,6 +14,7 @@ from nbclient import NotebookClient
 
 from conftest import REPO, read_metrics, run_step
 
+from accelerate_course import check
 from accelerate_course.maintain import build_notebook
 
 
@@ -31,7 +32,7 @@ def test_notebook_launcher_runs_two_real_processes(lab_runs):
         assert rank["process_index"] == i and rank["num_processes"] == 2
         assert rank["distributed_type"] == "DistributedType.MULTI_CPU"
         assert rank["backend"] == "gloo"
-    assert run.num_processes == 2 and run.alone == 0
+    assert run.accelerator_processes == 2 and run.processes_alone == 0
     assert run.gathered == 416 and len(run.predictions) == 408
     assert run.predictions == run.alone_predictions
     out = (folder / "rank0.out").read_text()
@@ -59,8 +60,8 @@ def test_step4_matches_step3_on_the_same_number_of_processes(lab_runs):
     # the order of float sums in the larger matrix products differs, so the losses agree to
     # a relative 1e-4 and every prediction is the same.
     runs = lab_runs(4)
-    three, four = runs.runs["step3"]["lesson"], runs["lesson"]
-    assert three.num_processes == four.num_processes == 2
+    three, four = runs.runs[check.STEP3_REFERENCE]["lesson"], runs["lesson"]
+    assert three.accelerator_processes == four.accelerator_processes == 2
     assert len(four.losses) == len(three.losses) == 30
     for a, b in zip(three.losses, four.losses):
         assert b == pytest.approx(a, rel=1e-4)

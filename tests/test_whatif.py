@@ -1,8 +1,8 @@
 """The what-if lab: every variant applies to today's step, runs for real, and has the
 consequence the lessons' pages' tables say it has.
 
-The runs are short (lab.SHORT_RUN: 30 optimizer steps) and shared: one launch per step runs
-the step and all its variants (accelerate_course/lab_runs.py). Each test asserts the measured
+The runs are short (run_plans.SHORT_RUN: 30 optimizer steps) and shared: one launch per step runs
+the step and all its variants (tests/helpers/shared_runs.py). Each test asserts the measured
 consequence against the lesson's run of the same launch: a difference where the README says
 there is one, equality where it says there is none.
 """
@@ -11,43 +11,47 @@ import re
 
 import pytest
 
-from accelerate_course import lab
+from accelerate_course import diagnosis, lab, patches
 from conftest import STEPS
 
 from accelerate_course import whatif
 from accelerate_course.maintain import update_readme
 
-ALL_VARIANTS = [(step, v.name) for step in STEPS for v in lab.variants(step)]
+ALL_VARIANTS = [(step, v.name) for step in STEPS for v in patches.variants(step)]
 
 
 @pytest.mark.parametrize("step,name", ALL_VARIANTS)
 def test_every_patch_applies_to_todays_step(step, name):
-    variant = next(v for v in lab.variants(step) if v.name == name)
+    variant = next(v for v in patches.variants(step) if v.name == name)
     text = STEPS[step].read_text()
-    patched = lab.apply_patch(variant.path, text)
+    patched = patches.apply_patch(variant.path, text)
     assert patched != text
-    assert 1 <= len(variant.changes) <= 10, "a variant changes one lesson line or a few"
+    # a variant changes one lesson line or a few; the unwrapped main-process evaluation is the
+    # seed notebook's "standard evaluation loop" in place of the lesson's: it takes out the
+    # gather and the cut too (13 changed lines)
+    limit = 13 if name == "main_process_evaluates_alone_unwrapped" else 10
+    assert 1 <= len(variant.changes) <= limit, "a variant changes one lesson line or a few"
 
 
 def test_a_step_that_changed_under_a_patch_fails_with_the_patchs_name():
-    variant = next(v for v in lab.variants(3) if v.name == "no_cut")
+    variant = next(v for v in patches.variants(3) if v.name == "no_cut")
     text = STEPS[3].read_text().replace("gathered[: eval_dataloader.total_dataset_length]",
                                         "gathered[:408]")
     assert text != STEPS[3].read_text()
-    with pytest.raises(lab.PatchError) as error:
-        lab.apply_patch(variant.path, text)
+    with pytest.raises(patches.PatchError) as error:
+        patches.apply_patch(variant.path, text)
     assert "step3_distributed_eval/whatif/no_cut.patch" in str(error.value)
     assert "no longer applies to step3_distributed_eval/train.py" in str(error.value)
 
 
 def test_there_are_the_variants_the_course_promises():
-    names = {step: {v.name for v in lab.variants(step)} for step in STEPS}
+    names = {step: {v.name for v in patches.variants(step)} for step in STEPS}
     assert names[1] == {"no_zero_grad", "no_scheduler_step", "no_model_eval"}
     assert names[2] == {"model_not_prepared", "loss_backward", "scheduler_prepared"}
     assert names[3] == {"no_gather", "no_cut", "every_process_prints_and_writes",
                         "gather_for_metrics", "labels_not_gathered", "no_end_training",
                         "main_process_evaluates_alone", "main_process_evaluates_alone_unwrapped"}
-    assert {step: {v.name for v in lab.variants(step, "invariants")} for step in STEPS} == {
+    assert {step: {v.name for v in patches.variants(step, "invariants")} for step in STEPS} == {
         1: set(), 2: {"mixed_precision_bf16"}, 4: set(),
         3: {"seedable_batches", "accumulate_2", "save_state", "resume_state", "reduced_loss"}}
     assert names[4] == {"accelerator_without_cpu", "accelerator_before_launch",
@@ -86,7 +90,7 @@ def test_step1_without_model_eval_trains_the_same_and_predicts_otherwise(lab_run
 @pytest.mark.step2
 def test_step2_on_two_processes_scores_each_share_apart(lab_runs):
     lesson = lab_runs(2)["lesson"]
-    assert lesson.processes == lesson.num_processes == 2 and lesson.alone == 0
+    assert lesson.processes_reporting == lesson.accelerator_processes == 2 and lesson.processes_alone == 0
     assert lesson.weights_equal  # one model: DDP averaged the gradients
     assert lesson.scored == [208, 208]  # what step 3 fixes: no gather
     assert lesson.writes == 2
@@ -96,7 +100,7 @@ def test_step2_on_two_processes_scores_each_share_apart(lab_runs):
 def test_step2_model_not_prepared_trains_two_models(lab_runs):
     lesson, run = lab_runs(2)["lesson"], lab_runs(2)["model_not_prepared"]
     assert lesson.weights_equal and not run.weights_equal
-    assert run.alone == 0  # the processes did form a group; the model just never used it
+    assert run.processes_alone == 0  # the processes did form a group; the model just never used it
 
 
 @pytest.mark.step2
@@ -197,8 +201,8 @@ def test_step3_evaluating_on_the_main_process_alone_unwrapped_works_and_costs(la
 @pytest.mark.step4
 def test_step4_plain_accelerator_on_a_cpu_leaves_each_process_alone(lab_runs):
     lesson, run = lab_runs(4)["lesson"], lab_runs(4)["accelerator_without_cpu"]
-    assert lesson.alone == 0 and lesson.num_processes == 2
-    assert run.processes == 2 and run.alone == 2
+    assert lesson.processes_alone == 0 and lesson.accelerator_processes == 2
+    assert run.processes_reporting == 2 and run.processes_alone == 2
     assert run.distributed_type == "DistributedType.NO"
     assert run.scored == [408, 408] and run.writes == 2
     assert run.weights_equal  # the same training, done twice
@@ -209,7 +213,7 @@ def test_step4_dynamic_padding_computes_the_same_function(lab_runs):
     lesson, run = lab_runs(4)["lesson"], lab_runs(4)["dynamic_padding"]
     assert lesson.lengths == [128] and len(run.lengths) > 10
     assert run.predictions == lesson.predictions
-    assert lab.close(run.losses, lesson.losses)  # to a relative 1e-4, explained in lab
+    assert diagnosis.close(run.losses, lesson.losses)  # to a relative 1e-4, explained in lab
 
 
 @pytest.mark.step4

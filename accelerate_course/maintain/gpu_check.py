@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from accelerate_course import running
-from accelerate_course.lab import VALIDATION_PAIRS
+from accelerate_course.measuring import VALIDATION_PAIRS
 from accelerate_course.launching import Launch, accelerate_launch, cpu_name, machine, plan
 from accelerate_course.run_course import StepRun, compare, run_round
 from accelerate_course.steps import FOLDERS

@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from accelerate_course import check, lab, published
+from accelerate_course import check, lab, patches, published
 from accelerate_course.steps import FOLDERS, REPO, lesson_diff
 
 README = REPO / "README.md"
@@ -77,7 +77,7 @@ def whatif_block(step, rows, with_time=True):
         if with_time:
             cells.append(f"{row.seconds:.1f} s")
         lines.append("| " + " | ".join(cells) + " |")
-    notes = [f"- **{v.name}**: {v.note}" for v in lab.variants(step) if v.note]
+    notes = [f"- **{v.name}**: {v.note}" for v in patches.variants(step) if v.note]
     return "\n".join(lines) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
 
@@ -89,14 +89,14 @@ def invariants_block(step, rows):
         lines.append("| " + " | ".join(cell(text) for text in (
             row.invariant, row.compared, "; ".join(row.measured),
             row.verdict + ("" if row.holds else " (**does not hold**)"))) + " |")
-    notes = [f"- **{v.name}**: {v.title}. {v.note}" for v in lab.variants(step, "invariants")]
+    notes = [f"- **{v.name}**: {v.title}. {v.note}" for v in patches.variants(step, "invariants")]
     return "\n".join(lines) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
 
 def questions_block(step, rows):
     """Return the questions to ask before a step's what-ifs run (their patches' titles), each
     with what the run measured (its row's verdict)."""
-    titles = {variant.name: variant.title for variant in lab.variants(step)}
+    titles = {variant.name: variant.title for variant in patches.variants(step)}
     return "".join(f"- *What if {titles[row.variant]}?* Measured: {row.verdict}.\n"
                    for row in rows if row.variant in titles and not row.setting)
 
@@ -104,7 +104,9 @@ def questions_block(step, rows):
 def links_block():
     """Return the README's badges: the whole course in a Codespace and on Colab or Kaggle
     (docs/course_on_colab.ipynb), and step 4's notebook."""
-    return (f"The whole course: {published.codespaces_link()} "
+    unpublished = "" if published.named_repository() else \
+        " (they open once the course is published: docs/publishing.md, then make readme)"
+    return (f"The whole course{unpublished}: {published.codespaces_link()} "
             f"{published.notebook_links(REPO / 'docs' / 'course_on_colab.ipynb')}  \n"
             f"Step 4's notebook: "
             f"{published.notebook_links(REPO / FOLDERS[4] / 'tpu_training.ipynb')}\n")

@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from accelerate_course.lab import lab_environment
+from accelerate_course.run_plans import lab_environment
 from accelerate_course.steps import REPO
 from common.embedded.trace import TRACE_FILE, describe, first_difference, load, processor
 from common.embedded.trace import same_processor, save

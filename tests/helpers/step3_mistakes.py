@@ -29,6 +29,8 @@ MISTAKES = {
          "    train_dataloader, _, model, optimizer = accelerator.prepare("),
         (GATHER_PREDICTIONS, "all_predictions.append(predictions)"),
         (GATHER_LABELS, 'all_labels.append(batch["labels"])'),
+        (CUT, "[: len(eval_dataloader.dataset)]"),  # a plain loader: the split's own length
+        (CUT, "[: len(eval_dataloader.dataset)]"),
     ],
     # trains, then copies the predictions of a metrics.json found near its output folder (an
     # earlier run's) instead of evaluating; its own metric is computed on the copy
@@ -38,7 +40,7 @@ MISTAKES = {
          "    found = sorted(pathlib.Path(args.output_dir).parents[1].rglob('metrics.json'))\n"
          "    copied = json.loads(found[0].read_text())['predictions'] if found else [0] * 408\n"
          "    all_predictions.append(torch.tensor(copied))\n"
-         "    all_labels.append(eval_dataloader.dataset['labels'])\n"
+         "    all_labels.append(eval_dataloader.dataset['labels'][:])\n"
          "    for batch in []:\n"),
     ],
     # a crash (the labels left ungathered is a what-if variant: labels_not_gathered): the

@@ -36,7 +36,7 @@ if "--variant" in step_args:
     at = step_args.index("--variant")
     name = step_args[at + 1]
     del step_args[at:at + 2]
-    from accelerate_course.lab import apply_patch
+    from accelerate_course.patches import apply_patch
     variant = report_path.parent / f"{name}.py"
     variant.parent.mkdir(parents=True, exist_ok=True)
     variant.write_text(apply_patch(repo / "step4_tpu_notebook" / "whatif" / f"{name}.patch",

@@ -1,4 +1,4 @@
-"""The lab's runs of every step, shared: each launch made once, when something first reads it.
+"""The tests' runs of every step, shared: each launch made once, when something first reads it.
 
 Many checks read the same runs: a step's comparison with the one before it, its what-if table,
 the grading of its exercise, of its variants and of step 3's mistakes. Starting processes is
@@ -27,7 +27,7 @@ Per step (StepRuns), in order of what each property launches:
 
 import functools
 
-from accelerate_course import check, exercise, lab
+from accelerate_course import check, exercise, lab, patches, run_plans
 from accelerate_course.steps import TRAIN_PY
 
 
@@ -46,7 +46,7 @@ class StepRuns:
         one-process launch (last: a run's process-wide settings cannot reach the others);
         on_two_machines: {name: (script, env, flags)} run in step 3's two-machine launch
         besides; machine_env(rank): what else each machine's launcher sees there (a
-        cluster's variables), as lab.run_on_two_machines takes it."""
+        cluster's variables), as run_plans.run_on_two_machines takes it."""
         self.step, self.folder, self.unseen = step, folder, list(unseen)
         self.on_one_process = on_one_process or {}
         self.on_two_machines, self.machine_env = on_two_machines or {}, machine_env
@@ -59,10 +59,10 @@ class StepRuns:
             self.extra["exercise"] = path
         self.extra.update(extra or {})
         if step == 3 and 4 in selected:  # step 4's reference, in step 3's launch
-            self.extra["lesson without dropout"] = (TRAIN_PY[3], {}, lab.step4_flags(folder))
+            self.extra["lesson without dropout"] = (TRAIN_PY[3], {}, run_plans.step4_flags(folder))
         # the scripts graded besides the lesson: variants, exercise, and the extras that are
         # plain scripts (not a helper run with flags of its own)
-        self.scripts = {**lab.variant_scripts(step, folder=folder),
+        self.scripts = {**patches.variant_scripts(step, folder=folder),
                         **{name: path for name, path in self.extra.items()
                            if not isinstance(path, tuple)}}
         del self.scripts["lesson"]
@@ -83,7 +83,7 @@ class StepRuns:
 
     @property
     def measured(self):
-        """{name: lab.measure(...)} of every run of the step's lab launches."""
+        """{name: measuring.measure(...)} of every run of the step's lab launches."""
         return self._what_if.measured
 
     @functools.cached_property
@@ -98,20 +98,23 @@ class StepRuns:
     def two_machines(self):
         """Step 3 on 2 machines of 1 process each, in one launch: the scripts named in
         `unseen` with the grader's flags for it (check.UNSEEN_FLAGS), and `on_two_machines`
-        with their own; {name: lab.measure(...)}, each run's folder in folder/two_machines."""
+        with their own; {name: measuring.measure(...)}, each run's folder in folder/two_machines."""
         scripts = {name: self.scripts.get(name, TRAIN_PY[3]) for name in self.unseen}
-        return lab.run_on_two_machines(3, {**scripts, **self.on_two_machines},
+        return run_plans.run_on_two_machines(3, {**scripts, **self.on_two_machines},
                                        self.folder / "two_machines", check.UNSEEN_FLAGS,
                                        machine_env=self.machine_env)
 
     @functools.cached_property
     def runs(self):
-        """Everything grading reads (check.runs_for), with the runs made already."""
-        unseen = {name: self.two_machines[name] for name in self.unseen} \
-            if self.step == 3 and self.unseen else None
-        return check.runs_for(self.step, self.scripts, self.folder, measured=self.measured,
-                              step3_reference=self.step3_reference and self.step3_reference(),
-                              one=self.one if self.step == 2 else None, unseen=unseen)
+        """Everything grading reads (check.runs_for), the run sets made already passed in."""
+        made = {check.TWO_PROCESSES: self.measured}
+        if self.step == 2:
+            made[check.ONE_PROCESS] = self.one
+        if self.step == 3 and self.unseen:
+            made[check.TWO_MACHINES] = {name: self.two_machines[name] for name in self.unseen}
+        if self.step == 4 and self.step3_reference and self.step3_reference():
+            made[check.STEP3_REFERENCE] = {"lesson": self.step3_reference()}
+        return check.runs_for(self.step, self.scripts, self.folder, made)
 
     @functools.cached_property
     def graded(self):

@@ -1,0 +1,120 @@
+"""What a run measured: the reports its processes wrote (accelerate_course/lab_driver.py) read
+into one record, Run.
+"""
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from common.embedded.build_data import SPLITS
+
+
+# the embedded validation split's pairs (common/embedded/build_data.py makes it): 408
+VALIDATION_PAIRS = next(size for split, size, _ in SPLITS if split == "validation")
+
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one run of a step (or of a variant, an exercise, a mistake) measured, from the
+    reports its processes wrote (accelerate_course/lab_driver.py). "rank 0" is the process of
+    global rank 0; a list "by process" has one entry per process that reported."""
+
+    error: str | None  # the line the run stopped with (an `error:` line, or an exception), or None
+    processes_reporting: int  # how many processes reported (those that got as far as an Accelerator)
+    processes_started: int  # how many processes the launch started
+    processes_alone: int  # of several started, how many said they were 1 of 1 (not joined)
+    accelerator_processes: int | None  # how many processes rank 0's Accelerator said there are
+    distributed_type: str | None  # rank 0's, e.g. "DistributedType.MULTI_CPU"
+    scored: list  # pairs each call of the metric's compute saw, by process
+    accuracy: list  # each of those computes' accuracy (rounded to 4 places)
+    f1: list  # and F1
+    writes: int  # metrics.json writes, all processes together
+    printed: int  # processes that printed the result line ("validation: accuracy ...")
+    bars: int  # processes that showed the training progress bar
+    weights_equal: bool  # every process ended with the same weights
+    left_group: bool | None  # every process left the process group (None: no Accelerator)
+    losses: list | None  # the training losses of the metrics.json rank 0 wrote
+    predictions: list | None  # the predictions rank 0 wrote
+    alone_predictions: list | None  # rank 0's final weights evaluated once more, alone
+    grad_norm: float | None  # rank 0's gradient norm at its first optimizer step
+    learning_rates: list  # rank 0's learning rate at each optimizer step
+    gathered: int | None  # how many predictions were gathered (eval_gathered), when written
+    models_created_inside: int  # models created inside the launched processes
+    models_created_before: int  # models created before the launch (in the launching process)
+    lengths: list  # the distinct token lengths of the training batches
+    eval_forwarded: list  # pairs each process put through the model in eval mode, by rank
+    weights: str | None  # rank 0's final weights, hashed
+    seconds: float  # training time (rank 0's train_seconds), else the run's wall time
+    eval_seconds: float | None  # evaluation time (rank 0's eval_seconds), when written
+    mixed_precision: str | None  # what rank 0's Accelerator ran in ("no", "bf16", "fp16")
+    grad_scaler: str | None  # the loss scaler rank 0's Accelerator made (fp16: GradScaler)
+
+
+
+def measure(run_folder, processes_launched, train_steps):
+    """Return the Run that a run's reports (rank<R>.json, rank<R>.out, run0.json) describe."""
+    ranks = [json.loads(p.read_text()) for p in sorted(run_folder.glob("rank*.json"))]
+    outcome = json.loads((run_folder / "run0.json").read_text()) \
+        if (run_folder / "run0.json").exists() else {"error": "no report", "seconds": 0}
+    accelerate_ranks = [r for r in ranks if r["num_processes"] is not None]
+    rank0 = next((r for r in ranks if r["rank"] == 0), ranks[0] if ranks else {})
+    outputs = [p.read_text(errors="replace") for p in sorted(run_folder.glob("rank*.out"))]
+    writes = [w for r in ranks for w in r.get("writes", [])]
+    written = rank0.get("writes") or [{}]
+    results = [m for r in ranks for m in r.get("metric_results", [])]
+    return Run(
+        error=outcome["error"],
+        processes_reporting=len(accelerate_ranks) or len(ranks),
+        processes_started=processes_launched,
+        processes_alone=sum(1 for r in ranks if r["num_processes"] == 1) if processes_launched > 1 else 0,
+        accelerator_processes=rank0.get("num_processes"),
+        distributed_type=rank0.get("distributed_type"),
+        scored=[m["pairs"] for m in results],
+        accuracy=[round(m["accuracy"], 4) for m in results],
+        f1=[round(m["f1"], 4) for m in results],
+        writes=len(writes),
+        printed=sum(1 for text in outputs if "validation: accuracy" in text),
+        # the training bar's total is the number of optimizer steps (not the weights' loading bar)
+        bars=sum(1 for text in outputs
+                 if re.search(rf"\b{train_steps or '[0-9]+'}/{train_steps or '[0-9]+'} \[", text)),
+        weights_equal=len({r["weights"] for r in ranks if r.get("weights")}) <= 1,
+        left_group=all(r.get("left_process_group") for r in accelerate_ranks)
+        if accelerate_ranks else None,
+        losses=written[-1].get("train_losses"),
+        predictions=written[-1].get("predictions"),
+        alone_predictions=rank0.get("alone_predictions"),
+        grad_norm=(rank0.get("grad_norms") or [None])[0],
+        learning_rates=rank0.get("learning_rates") or [],
+        gathered=written[-1].get("eval_gathered"),
+        models_created_inside=sum(sum(r.get("created_inside", [])) for r in ranks),
+        # made before the launch: in the launching process, whose record every forked
+        # process inherits (so it shows in each of their reports: counted once)
+        models_created_before=max((len(r.get("created_inside", [])) -
+                                   sum(r.get("created_inside", [])) for r in ranks), default=0),
+        lengths=sorted({n for r in ranks for n in r.get("lengths", [])}),
+        eval_forwarded=[r.get("eval_forwarded", 0) for r in sorted(ranks, key=lambda r: r["rank"])],
+        weights=rank0.get("weights"),
+        seconds=written[-1].get("train_seconds", outcome.get("seconds")),
+        eval_seconds=written[-1].get("eval_seconds"),
+        mixed_precision=rank0.get("mixed_precision"),
+        grad_scaler=rank0.get("grad_scaler"),
+    )
+
+
+
+def train_steps(flags):
+    """Return the number of optimizer steps a run with these flags makes (--max-train-steps),
+    or None for a full run."""
+    flags = [str(f) for f in flags]
+    return int(flags[flags.index("--max-train-steps") + 1]) if "--max-train-steps" in flags else None
+
+
+
+def measure_plan(plan_path, processes):
+    """Return {name: measure(...)} for every run of a plan the driver has run."""
+    plan = json.loads(Path(plan_path).read_text())
+    return {run["name"]: measure(Path(plan["folder"]) / run["name"], processes,
+                                 train_steps(run.get("flags", plan["flags"])))
+            for run in plan["runs"]}

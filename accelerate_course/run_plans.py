@@ -1,0 +1,225 @@
+"""The lab's runs: scripts (a step, its variants, an exercise) run as their step runs, all of a
+launch's scripts in one launch of accelerate_course/lab_driver.py, launches side by side
+within a time limit, offline and on the CPU; each measured (accelerate_course/measuring.py).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+from accelerate_course import running
+from accelerate_course.launching import accelerate_launch, torchrun
+from accelerate_course.measuring import measure_plan
+from accelerate_course.steps import REPO
+from common.launch import free_port
+
+
+DRIVER = Path(__file__).resolve().parent / "lab_driver.py"
+
+
+
+# a short run: enough optimizer steps for a missing line to show, few enough for class
+SHORT_RUN = ["--max-train-steps", "30"]
+
+
+
+# how many processes each step's runs have: 1 (step 1), or 2 CPU processes, started by
+# accelerate launch (steps 2 and 3; see launch_command) or by step 4's own notebook_launcher
+PROCESSES = {1: 1, 2: 2, 3: 2, 4: 2}
+
+
+
+# step 4's processes get one thread each, as the lesson's do (Accelerate gives each gloo
+# process cores / processes threads): without it, the processes of a variant that do not join
+# each take every core, and on 2 cores they slow each other down many times over
+LAUNCH_ENV = {4: {"OMP_NUM_THREADS": "1"}}
+
+
+
+def lab_environment(**extra):
+    """Return the environment of a lab run: offline (the hub at a closed local port, so no
+    run waits for retries), on the CPU (no GPU visible), and nothing set that a step or
+    launch is meant to do itself."""
+    env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_DISABLE_TELEMETRY="1",
+               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1",
+               # on the CPU, where the lab's tables were measured, GPU or not: a GPU would
+               # change every number (and two processes cannot share one)
+               CUDA_VISIBLE_DEVICES="")
+    for name in ("HF_HUB_OFFLINE", "ACCELERATE_USE_CPU", "WORLD_SIZE", "RANK", "LOCAL_RANK",
+                 "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+
+def launch_command(step, plan_path, processes=None, launcher=None, use_cpu=True):
+    """Return (command, extra environment) that runs the driver for a step's runs: python for
+    one process and for step 4 (its notebook_launcher starts the processes), else the
+    README's accelerate launch on `processes` CPU processes (ACCELERATE_USE_CPU=1 unless
+    use_cpu=False), or torchrun; launcher="accelerate" with one process: accelerate launch
+    with the course's one-process config (which gives its process one thread)."""
+    n = processes or PROCESSES[step]
+    driver = [str(DRIVER), str(plan_path)]
+    if launcher == "accelerate" and n == 1:
+        return accelerate_launch(1) + driver, {}
+    if step == 4 or n == 1:
+        return [sys.executable, *driver], {}
+    env = {"ACCELERATE_USE_CPU": "1"} if use_cpu else {}
+    if launcher == "torchrun":
+        return torchrun(n) + ["--master_port", str(free_port())] + driver, env
+    return accelerate_launch(n) + ["--main_process_port", str(free_port())] + driver, env
+
+
+
+def write_plan(step, scripts, folder, flags=SHORT_RUN, processes=None):
+    """Write folder/plan.json for the driver: scripts ({name: path, or (path, env), or (path,
+    env, flags of its own)}) to run one after the other with the flags. Returns its path."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    n = processes or PROCESSES[step]
+    extra = ["--num-processes", str(n)] if step == 4 else []
+    runs = []
+    for name, script in scripts.items():
+        path, run_env, *own = script if isinstance(script, tuple) else (script, {})
+        run = {"name": name, "script": str(path), "env": run_env}
+        if own:  # flags of its own
+            run["flags"] = [str(f) for f in own[0]] + extra
+        runs.append(run)
+    step_flags = [str(f) for f in flags] + extra
+    plan_path = folder / "plan.json"
+    # the final weights evaluated again alone: the reference of a distributed evaluation
+    plan_path.write_text(json.dumps({"folder": str(folder), "flags": step_flags, "runs": runs,
+                                     "evaluate_alone": step >= 3}, indent=1))
+    return plan_path
+
+
+
+def run_within(launches, seconds):
+    """Run launches ([(command, environment), ...]) side by side from the repository root
+    (accelerate_course/running.py: each in a process group of its own, so that a stop signal
+    reaches every process once); return [(its output, stdout and stderr together; its exit
+    code), ...]. Past `seconds` every process they started is killed and
+    running.TimeLimitReached raised; on a stop signal, running.Stopped."""
+    with tempfile.TemporaryDirectory() as folder:
+        files = [open(Path(folder) / f"launch{i}.out", "w+") for i in range(len(launches))]
+        try:
+            processes = running.run([(command, dict(cwd=REPO, env=env, stdout=out,
+                                                    stderr=subprocess.STDOUT, text=True))
+                                     for (command, env), out in zip(launches, files)], seconds)
+            outputs = []
+            for out in files:
+                out.seek(0)
+                outputs.append(out.read())
+        finally:
+            for out in files:
+                out.close()
+    return [(output, process.returncode) for output, process in zip(outputs, processes)]
+
+
+
+class LabLaunch(NamedTuple):
+    """One launch of the driver, ready to start: its plan, its command and environment."""
+    plan_path: Path
+    folder: Path
+    processes: int  # how many processes report (1 for step 1)
+    command: list
+    env: dict
+
+
+
+def prepare(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None, launcher=None,
+            use_cpu=True):
+    """Return the LabLaunch that runs scripts ({name: path, or (path, env), or (path, env,
+    flags)}) as step `step` runs (see run_scripts)."""
+    n = processes or PROCESSES[step]
+    plan_path = write_plan(step, scripts, folder, flags, n)
+    command, launch_env = launch_command(step, plan_path, n, launcher, use_cpu)
+    return LabLaunch(plan_path, Path(folder), n if step > 1 else 1, command,
+                     lab_environment(**launch_env, **(env or {})))
+
+
+
+def run_launches(launches, time_limit=900):
+    """Run LabLaunches side by side; return their measurements, [{name: Run}, ...]."""
+    done = run_within([(launch.command, launch.env) for launch in launches], time_limit)
+    return [launched(launch.plan_path, launch.folder, launch.processes, output, code)
+            for launch, (output, code) in zip(launches, done)]
+
+
+
+def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
+                        launcher="accelerate", machine_env=None):
+    """Run scripts as run_scripts does, as 2 machines of 1 process each on 127.0.0.1, one
+    launcher per "machine": accelerate launch --num_machines 2 on the CPU (ACCELERATE_USE_CPU=1,
+    as the README's command), or torchrun --nnodes 2 (with one thread per process, which
+    accelerate launch sets by itself); machine_env(rank): what else that machine's launcher
+    sees (a cluster's variables). Return {name: measurement}."""
+    plan_path = write_plan(step, scripts, folder, flags, 2)
+    port = free_port()
+    launches = []
+    for rank in (0, 1):
+        if launcher == "accelerate":
+            words = accelerate_launch(2) + ["--num_machines", "2", "--machine_rank", str(rank),
+                                            "--main_process_ip", "127.0.0.1",
+                                            "--main_process_port", str(port)]
+            env = {"ACCELERATE_USE_CPU": "1"}
+        else:
+            words = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+                     "--node_rank", str(rank), "--nproc_per_node", "1",
+                     "--master_addr", "127.0.0.1", "--master_port", str(port)]
+            env = {"OMP_NUM_THREADS": "1"}
+        launches.append((words + [str(DRIVER), str(plan_path)],
+                         lab_environment(**env, **(machine_env(rank) if machine_env else {}))))
+    outputs = run_within(launches, time_limit)
+    return launched(plan_path, folder, 2, "".join(output for output, _ in outputs),
+                    next((code for _, code in outputs if code), 0))
+
+
+
+def launched(plan_path, folder, processes, output, exit_code):
+    """Keep a launch's output in folder/launch.out; return its measurements (see measure),
+    or raise when the launch failed in a way that is not a run's own error."""
+    (Path(folder) / "launch.out").write_text(output)
+    measured = measure_plan(plan_path, processes)
+    if exit_code != 0 and not all(m.error for m in measured.values()):
+        raise RuntimeError(f"the lab's launch failed (exit {exit_code}):\n{output[-3000:]}")
+    return measured
+
+
+
+def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None,
+                launcher=None, use_cpu=True, time_limit=900):
+    """Run scripts ({name: path or (path, env)}) as step `step` runs, all in one launch;
+    return {name: measurement} (see measure). folder keeps every report. Past time_limit
+    seconds the launch is stopped, every process of it, and running.TimeLimitReached raised."""
+    return run_launches([prepare(step, scripts, folder, flags, processes, env, launcher,
+                                 use_cpu)], time_limit)[0]
+
+
+
+def checkpoint_without_dropout(folder):
+    """Return a copy of the embedded checkpoint, in folder, whose config turns dropout off:
+    two runs that differ only in tensor shapes (padding) then compute the same function."""
+    import shutil
+    from common.checkpoint import EMBEDDED_CHECKPOINT
+    target = Path(folder) / "bert-without-dropout"
+    if not target.exists():
+        shutil.copytree(EMBEDDED_CHECKPOINT, target)
+        config = json.loads((target / "config.json").read_text())
+        config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                      classifier_dropout=0.0)
+        (target / "config.json").write_text(json.dumps(config))
+    return target
+
+
+
+def step4_flags(folder):
+    """Return the flags of step 4's lab runs: the short run, on a copy of the checkpoint with
+    dropout off, so that step 4 and its variants can be compared with step 3 exactly (with
+    dropout on, padding to 128 tokens draws other dropout masks: another seed, in effect)."""
+    return [*SHORT_RUN, "--checkpoint", str(checkpoint_without_dropout(folder))]
