@@ -102,7 +102,7 @@ benchmark: install
 notebook: install
 	$(BIN)/python -m accelerate_course.maintain.build_notebook
 readme: install
-	$(BIN)/python -m accelerate_course.maintain.update_readme $(if $(WHATIF),--whatif $(STEPS_MEASURED))
+	$(BIN)/python -m accelerate_course.maintain.update_readme $(if $(WHATIF),--whatif)
 
 # step 4 on torch_xla (CPU backend) in its own environment (.venv-xla, about 7 GB, once)
 xla-lane:

@@ -20,6 +20,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import runpy
 import sys
 import time
@@ -54,6 +55,15 @@ class Record:
         self.accelerators = []  # the Accelerators the step created
 
 
+
+
+def first_line(error):
+    """Return an exception's first line as the tables and hints show it: without the C++
+    source location a library prefixes (gloo's "[/__w/pytorch/.../pair.cc:553] ") and without
+    the peer's port, which differs from run to run ("[127.0.0.1]:14361" -> "[127.0.0.1]")."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    first = re.sub(r"^\[[^\]\s]+\.(?:cc|cpp|h):\d+\]\s*", "", first)
+    return re.sub(r"(\[[0-9a-fA-F.:]+\]):\d+", r"\1", first)
 
 def fingerprint(model):
     """Return a short hash of every weight of the model (equal weights, equal hash)."""
@@ -274,8 +284,7 @@ def run(entry, flags, folder):
             if stop.code not in (None, 0):
                 outcome["error"] = str(stop.code)
         except Exception as error:  # a refusal is a result too: keep its first line
-            first = (str(error).strip().splitlines() or [""])[0]
-            outcome["error"] = f"{type(error).__name__}: {first}"
+            outcome["error"] = f"{type(error).__name__}: {first_line(error)}"
             traceback.print_exc()
         finally:
             undo()

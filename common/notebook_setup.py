@@ -6,6 +6,8 @@ for each runtime a class opens the notebook on (tests/test_notebook_setup.py), a
 docs/notebook-setup.md shows its answers.
 """
 
+import subprocess
+
 TORCH_XLA = "2.9.0"  # torch_xla's newest release on PyPI; torch must be the same release
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 LIBTPU_INDEX = "https://storage.googleapis.com/libtpu-releases/index.html"
@@ -73,6 +75,19 @@ def install_plan(python, installed, tpu, hosted, course_found, course_source, pi
         commands.append([course_source])
         notes.append(f"installs the course from {course_source}")
     return commands, notes, None
+
+
+def run_installs(commands, python):
+    """Run each pip install of install_plan's commands with this runtime's Python (python:
+    its path); return None, or the one line that says which failed and pip's last words."""
+    for arguments in commands:
+        done = subprocess.run([python, "-m", "pip", "install", "-q", *arguments],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            said = [line for line in done.stderr.splitlines() if line.strip()]
+            return (f"pip could not install {' '.join(arguments)}: "
+                    f"{said[-1] if said else 'exit code ' + str(done.returncode)}")
+    return None
 
 
 def upgraded_in_this_kernel(before, after, imported):

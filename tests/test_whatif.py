@@ -263,3 +263,14 @@ def test_the_terminal_gets_plain_text_and_the_pages_markdown():
     page = update_readme.whatif_block(3, rows)
     assert "| no_cut | `- a`<br>`+ b`<br>and 7 more lines | 2 processes | the cut is gone | 1.2 s |" \
         in page
+
+
+def test_a_stopped_runs_line_holds_nothing_that_changes_from_run_to_run():
+    # the tables and the teacher's questions quote it: gloo's source location on the machine
+    # that built torch, and the peer's port, would make every measurement a new table
+    from accelerate_course.lab_driver import first_line
+    gloo = RuntimeError("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+                        "Connection closed by peer [127.0.0.1]:14361\nmore")
+    assert first_line(gloo) == "Connection closed by peer [127.0.0.1]"
+    plain = ValueError("Mismatch in the number of predictions (416) and references (408)")
+    assert first_line(plain) == str(plain)

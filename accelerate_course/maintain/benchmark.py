@@ -9,7 +9,7 @@ under 60 s; step 2 / step 1 training time <= 1.05; the model learns (both classe
 falling loss, validation accuracy >= 0.80, >= majority + 0.10, above a word-overlap
 baseline); step 3's default run on 2 processes in under 60 s, and its evaluation on 2
 processes against 1; the notebook's default run (2 processes) in under 90 s; the cost of
-fixed-length padding on the CPU (step 4 against step 3); the test suite in under 5 minutes,
+fixed-length padding on the CPU (step 4 against step 3); the test suite in under 8 minutes,
 and each lesson's tests alone in under 90 s.
 
 Timing on a shared machine is noisy, so each step runs --repeats times in alternating order

@@ -90,7 +90,7 @@ def setup_cell():
     pins = ", ".join(f'"{p}"' for p in pinned_packages())
     return f'''# setup: what this runtime needs, decided by common/notebook_setup.py's install_plan
 # (its source is below, with common/tpu.py's tpu_chips: the course is not installed yet)
-import importlib.metadata, importlib.util, os, subprocess, sys, warnings
+import importlib.metadata, importlib.util, os, sys, warnings
 
 {TPU_CHIPS_SOURCE}
 
@@ -129,13 +129,9 @@ commands, notes, stop = install_plan(sys.version_info[:2], before, TPU, HOSTED,
                                      os.environ.get("COURSE_SOURCE", COURSE_SOURCE), PINS)
 if stop:
     raise SetupStopped(stop)
-for arguments in commands:
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *arguments],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        said = [line for line in done.stderr.splitlines() if line.strip()]
-        raise SetupStopped(f"pip could not install {{' '.join(arguments)}}: "
-                           f"{{said[-1] if said else 'exit code ' + str(done.returncode)}}")
+failed = run_installs(commands, sys.executable)
+if failed:
+    raise SetupStopped(failed)
 importlib.invalidate_caches()
 for note in notes:
     print("setup:", note)
@@ -197,7 +193,7 @@ if not (Path("accelerate_course").is_dir() and Path("step1_plain_loop").is_dir()
             raise SetupStopped(f"git could not clone {{REPOSITORY}} at {{TAG}}: {{said[-1]}}")
     os.chdir("course")
 sys.path.insert(0, os.getcwd())
-from common.notebook_setup import install_plan, upgraded_in_this_kernel
+from common.notebook_setup import install_plan, run_installs, upgraded_in_this_kernel
 
 PINS = [{pins}]
 WATCHED = ["torch", "numpy", "pandas", "pyarrow", "scikit-learn",
@@ -220,13 +216,9 @@ commands, notes, stop = install_plan(sys.version_info[:2], before, [], True, cou
                                      "--editable=.", PINS)
 if stop:
     raise SetupStopped(stop)
-for arguments in commands:
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *arguments],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        said = [line for line in done.stderr.splitlines() if line.strip()]
-        raise SetupStopped(f"pip could not install {{' '.join(arguments)}}: "
-                           f"{{said[-1] if said else 'exit code ' + str(done.returncode)}}")
+failed = run_installs(commands, sys.executable)
+if failed:
+    raise SetupStopped(failed)
 for note in notes:
     print("setup:", note)
 loaded = {{name for name in before

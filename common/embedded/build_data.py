@@ -500,21 +500,26 @@ def main():
     parser.add_argument("--out", type=Path, default=DATA_DIR,
                         help="the folder to write (default: this file's own folder)")
     args = parser.parse_args()
-    splits = generate()
-    args.out.mkdir(parents=True, exist_ok=True)
+    write_splits({split: as_jsonl(rows) for split, rows in generate().items()}, args.out,
+                 args.check, "common.embedded.build_data")
+
+
+def write_splits(texts, out, check, builder):
+    """Write each split's JSON Lines text ({split: text}) as out/<split>.jsonl, or, with
+    check, exit with one line naming the files that differ from it (builder: the module to
+    run to write them)."""
+    out.mkdir(parents=True, exist_ok=True)
     stale = []
-    for split, rows in splits.items():
-        path = args.out / f"{split}.jsonl"
-        text = as_jsonl(rows)
-        if args.check:
+    for split, text in texts.items():
+        path = out / f"{split}.jsonl"
+        if check:
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 stale.append(path.name)
         else:
             path.write_text(text, encoding="utf-8")
-            print(f"wrote {path} ({len(rows)} pairs, {sum(r['label'] for r in rows)} paraphrases)")
+            print(f"wrote {path} ({text.count(chr(10))} rows)")
     if stale:
-        sys.exit(f"error: {', '.join(stale)} differ from the generator; "
-                 "run python -m common.embedded.build_data")
+        sys.exit(f"error: {', '.join(stale)} differ from the generator; run python -m {builder}")
 
 
 if __name__ == "__main__":

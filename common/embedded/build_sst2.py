@@ -17,10 +17,9 @@ gives the same files, byte for byte (tests/test_embedded_data.py checks it).
 import argparse
 import json
 import random
-import sys
 from pathlib import Path
 
-from common.embedded.build_data import SAMPLERS, render
+from common.embedded.build_data import SAMPLERS, render, write_splits
 
 SST2_DIR = Path(__file__).resolve().parent / "sst2"
 SEED = 20261203
@@ -112,20 +111,8 @@ def main():
                         help="compare with the committed files instead of writing them")
     parser.add_argument("--out", type=Path, default=SST2_DIR)
     args = parser.parse_args()
-    stale = []
-    args.out.mkdir(parents=True, exist_ok=True)
-    for split, rows in generate().items():
-        path = args.out / f"{split}.jsonl"
-        text = as_jsonl(rows)
-        if args.check:
-            if not path.exists() or path.read_text(encoding="utf-8") != text:
-                stale.append(path.name)
-        else:
-            path.write_text(text, encoding="utf-8")
-            print(f"wrote {path} ({len(rows)} sentences, {sum(r['label'] for r in rows)} positive)")
-    if stale:
-        sys.exit(f"error: {', '.join(stale)} differ from the generator; "
-                 "run python -m common.embedded.build_sst2")
+    write_splits({split: as_jsonl(rows) for split, rows in generate().items()}, args.out,
+                 args.check, "common.embedded.build_sst2")
 
 
 if __name__ == "__main__":
