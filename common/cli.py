@@ -161,14 +161,21 @@ def check_cache_folders():
 
 
 def check_output_dir(folder):
-    """Exit with one error line unless metrics.json can be written into folder (created here
-    if it does not exist): a run that could not save its results is not started."""
+    """Exit with one error line unless metrics.json can be written into folder: a run that
+    could not save its results is not started. Nothing is left behind: a folder that does not
+    exist yet is tried in its nearest existing parent (write_metrics makes it at the end)."""
     path = Path(folder)
     if path.exists() and not path.is_dir():
         fail(f"--output-dir {folder} is a file, not a folder; pass a folder for metrics.json")
+    existing = next(p for p in [path, *path.absolute().parents] if p.exists())
+    if not existing.is_dir():
+        fail(f"--output-dir {folder} cannot be made: {existing} is a file; pass a folder you "
+             "can write to, such as outputs/run1")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=path).close()
+        if existing == path:
+            tempfile.TemporaryFile(dir=path).close()
+        else:  # a folder of a unique name, removed at once (other processes may try too)
+            os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".course-check-"))
     except OSError as error:
         fail(f"--output-dir {folder} cannot be written ({error.strerror or error}); pass a "
              "folder you can write to, such as outputs/run1")

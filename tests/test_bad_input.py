@@ -244,7 +244,7 @@ def test_step2_refuses_the_same(in_process, tmp_path, name):
     kind, make, expected = CASES[name]
     check_refused(*in_process(2, [*make(tmp_path), "--output-dir", str(tmp_path / "out")]),
                   expected)
-    assert not (tmp_path / "out" / "metrics.json").exists()
+    assert not (tmp_path / "out").exists()  # not even the output folder (write_metrics makes it)
 
 
 @pytest.mark.runs
@@ -255,7 +255,7 @@ def test_a_real_process_exits_with_one_line_on_stderr(tmp_path):
     assert result.returncode == 1
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0]
     assert "Traceback" not in result.stdout + result.stderr
-    assert not (tmp_path / "out" / "metrics.json").exists()
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.runs
