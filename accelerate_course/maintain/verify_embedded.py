@@ -43,7 +43,7 @@ BUILDER = "common.embedded.build_checkpoint"
 # the largest change of step 1's accuracy and F1 that a rebuild on another processor may bring:
 # rebuilds on other kernels moved them like another seed, by up to 0.03 (measured:
 # docs/embedded-default.md); 0.05 is what the course allows between two runs that differ like
-# two seeds (steps 3 and 4, accelerate_course/run_course.py)
+# two seeds (steps 3 and 4 in make course: accelerate_course/run_course.py's compare)
 FINE_TUNED_TOLERANCE = 0.05
 SHORT_STEPS = 20
 # what an AVX2-only processor changes in the libraries that choose kernels by the processor
