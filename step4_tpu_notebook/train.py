@@ -41,8 +41,9 @@ def training_function(model, args):  # step 4: the model comes in from outside
     # the main process loads and tokenizes first, filling the datasets cache; the
     # others wait for it, then read the cache instead of tokenizing the same pairs again
     with accelerator.main_process_first():
-        # step 4: every pair padded to 128 tokens, so that the batches keep one shape: XLA
-        # compiles its graphs again for each new shape
+        # step 4: every pair padded to 128 tokens instead, so that full batches share one
+        # shape: XLA compiles its graphs again for each new shape (on one device the epoch's
+        # last, shorter batch is a second one)
         train_dataloader, eval_dataloader = get_dataloaders(load_splits(args.dataset), tokenizer,
                                                             args, pad_to_max_length=128)
 
