@@ -38,8 +38,8 @@ def stop_mid_run(command, ready, sig, to_group, **env):
         for member in root.children(recursive=True):
             seen.setdefault(member.pid, member)
         if ready(log.read_text(errors="replace")) and any(
-                "train.py" in " ".join(p.cmdline()) or "lab_driver" in " ".join(p.cmdline())
-                for p in seen.values() if p.is_running()):
+                "train.py" in command_line(p) or "lab_driver" in command_line(p)
+                for p in seen.values()):
             break
         time.sleep(0.2)
     assert process.poll() is None, log.read_text()[-3000:]  # still running: stopped mid-run
@@ -51,8 +51,24 @@ def stop_mid_run(command, ready, sig, to_group, **env):
     time.sleep(1)
     output = log.read_text(errors="replace")
     log.unlink()
-    left = [p for p in seen.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    return process.returncode, output, [" ".join(p.cmdline()) for p in left]
+    left = [p for p in seen.values() if still_there(p)]
+    return process.returncode, output, [command_line(p) or f"pid {p.pid}" for p in left]
+
+
+def still_there(process):
+    """Whether a process is still running (ended, or a zombie not yet reaped: not there)."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def command_line(process):
+    """A process's command line, or "" once it has ended (a zombie not yet reaped included)."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
 
 
 def progress(text):
