@@ -38,8 +38,8 @@ def stop_mid_run(command, ready, sig, to_group, **env):
         for member in root.children(recursive=True):
             seen.setdefault(member.pid, member)
         if ready(log.read_text(errors="replace")) and any(
-                "train.py" in command_line(p) or "lab_driver" in command_line(p)
-                for p in seen.values()):
+                "train.py" in line or "lab_driver" in line
+                for line in map(command_line, seen.values())):
             break
         time.sleep(0.2)
     assert process.poll() is None, log.read_text()[-3000:]  # still running: stopped mid-run
