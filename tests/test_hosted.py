@@ -74,13 +74,13 @@ def published(tmp_path_factory):
 
 def opened(path, tmp_path, replace):
     """Copy a notebook alone into an empty folder, with its first lines set as a student sets
-    them ({old: new}); return (the copy, the folder)."""
+    them ({old: new}) and its committed outputs and execution counts removed, so that what a
+    test reads, and which cells ran, are this run's own; return (the copy, the folder)."""
     notebook = nbformat.read(path, as_version=4)
     for cell in notebook.cells:
         for old, new in replace.items():
             cell.source = cell.source.replace(old, new)
-        if cell.cell_type == "code":  # the committed outputs off: what the test reads, and
-            # which cells ran (an execution count), are this run's own
+        if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
             cell.metadata.pop("execution", None)
     folder = tmp_path / "alone"
