@@ -133,8 +133,11 @@ def test_every_page_and_notebook_names_the_tag_the_course_is_published_at():
     # that installs @v0.1.0 ends the notebook's setup in pip's "did not match")
     from accelerate_course import published
     tag = published.version_tag()
+    # every notebook of the course's folders (not those of the virtual environments, .venv
+    # and .venv-xla, whose gigabytes a walk would read through first)
+    folders = [path for path in REPO.iterdir() if path.is_dir() and not path.name.startswith(".")]
     notebooks = {str(path.relative_to(REPO)): path.read_text()
-                 for path in sorted(REPO.glob("**/*.ipynb")) if ".venv" not in path.parts}
+                 for folder in folders for path in sorted(folder.glob("**/*.ipynb"))}
     named = {}
     for name, text in {**PAGES, **notebooks}.items():
         for found in re.findall(r"git tag (\S+)|(?<![\w.])(v\d+\.\d+\.\d+)\b|TAG = \\?\"(\S+?)\\?\"", text):
