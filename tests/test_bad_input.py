@@ -11,6 +11,7 @@ import json
 import runpy
 import shutil
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -18,7 +19,7 @@ import pytest
 from accelerate.state import AcceleratorState
 
 from common.checkpoint import EMBEDDED_CHECKPOINT
-from conftest import BAD_INPUT_ROWS, REPO, STEPS, read_metrics, run_step
+from conftest import BAD_INPUT_ROWS, REPO, STEPS, offline_env, read_metrics
 
 GLUE_FIXTURE = REPO / "tests" / "fixtures" / "glue_mrpc"
 EARLIER = '{"accuracy": 0.5}\n'  # an earlier run's results, which must survive
@@ -247,37 +248,66 @@ def test_step2_refuses_the_same(in_process, tmp_path, name):
     assert not (tmp_path / "out").exists()  # not even the output folder (write_metrics makes it)
 
 
+# what only a real process shows (what it prints, and what the libraries read from the
+# environment when they are imported): step 1 started once per case, the processes side by
+# side (each spends its few seconds importing on one core)
+CACHE_SETTINGS = ["HF_HOME is a file", "HF_DATASETS_CACHE cannot be made"]
+
+
+@pytest.fixture(scope="module")
+def real_processes(tmp_path_factory):
+    """{case: (folder, its output folder, stdout, stderr, exit code)} of step 1 started as a
+    real process with each malformed input: "a third class" and the CACHE_SETTINGS."""
+    started = {}
+    for case in ["a third class", *CACHE_SETTINGS]:
+        folder = tmp_path_factory.mktemp("real_process")
+        args, env = [], {}
+        if case == "a third class":
+            args = CASES[case][1](folder)
+        elif case == "HF_HOME is a file":
+            env = {"HF_HOME": str(a_file(folder))}
+        else:
+            env = {"HF_DATASETS_CACHE": "/proc/course-cache"}
+        started[case] = folder, subprocess.Popen(
+            [sys.executable, str(STEPS[1]), "--output-dir", str(folder / "out"), *map(str, args)],
+            cwd=REPO, env=offline_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+    ended = {}
+    for case, (folder, process) in started.items():
+        out, err = process.communicate(timeout=300)
+        ended[case] = folder, folder / "out", out, err, process.returncode
+    return ended
+
+
 @pytest.mark.runs
-def test_a_real_process_exits_with_one_line_on_stderr(tmp_path):
-    kind, make, expected = CASES["a third class"]
-    result = run_step(1, tmp_path / "out", *make(tmp_path))
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert result.returncode == 1
+def test_a_real_process_exits_with_one_line_on_stderr(real_processes):
+    expected = CASES["a third class"][2]
+    _, out_folder, out, err, code = real_processes["a third class"]
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 1
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0]
-    assert "Traceback" not in result.stdout + result.stderr
-    assert not (tmp_path / "out").exists()
+    assert "Traceback" not in out + err
+    assert not out_folder.exists()
 
 
 @pytest.mark.runs
-@pytest.mark.parametrize("setting", ["HF_HOME is a file", "HF_DATASETS_CACHE cannot be made"])
-def test_a_broken_cache_setting_is_refused_in_one_line_before_anything_loads(tmp_path, setting):
+@pytest.mark.parametrize("setting", CACHE_SETTINGS)
+def test_a_broken_cache_setting_is_refused_in_one_line_before_anything_loads(real_processes,
+                                                                            setting):
     # a shared machine's cache variables, read by the libraries when they are imported: a
     # real process, started with them
-    a_file(tmp_path)
-    variable, value, expected = {
-        "HF_HOME is a file": ("HF_HOME", tmp_path / "train.csv",
-                              f"(from HF_HOME={tmp_path / 'train.csv'}) cannot be used: "
-                              f"{tmp_path / 'train.csv'} is a file; set HF_HOME to a folder"),
-        "HF_DATASETS_CACHE cannot be made": ("HF_DATASETS_CACHE", "/proc/course-cache",
-                                             "cannot be used: No such file or directory; set "
-                                             "HF_DATASETS_CACHE to a folder you can write to"),
+    folder, out_folder, out, err, code = real_processes[setting]
+    expected = {
+        "HF_HOME is a file": f"(from HF_HOME={folder / 'train.csv'}) cannot be used: "
+                             f"{folder / 'train.csv'} is a file; set HF_HOME to a folder",
+        "HF_DATASETS_CACHE cannot be made": "cannot be used: No such file or directory; set "
+                                            "HF_DATASETS_CACHE to a folder you can write to",
     }[setting]
-    result = run_step(1, tmp_path / "out", **{variable: str(value)})
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert result.returncode == 1, result.stderr[-2000:]
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 1, err[-2000:]
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines
-    assert "Traceback" not in result.stdout + result.stderr
-    assert not (tmp_path / "out").exists()  # refused before the output folder is made
+    assert "Traceback" not in out + err
+    assert not out_folder.exists()  # refused before the output folder is made
     BAD_INPUT_ROWS.append(("cache", setting, lines[0]))
 
 

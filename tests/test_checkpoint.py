@@ -115,16 +115,18 @@ FAMILIES = {1: ("gpt2", "roberta", "distilbert", "bart", "t5"), 4: ("gpt2", "rob
 @pytest.fixture(scope="module")
 def other_families(tmp_path_factory):
     """{step: ({family: measuring.Run}, the folder of its runs)}: each step's runs of the tiny
-    checkpoints, one launch a step."""
+    checkpoints, one launch a step, the launches side by side (one thread per process: step
+    1's one and step 4's two share the 2 cores)."""
     import tiny_checkpoints
     from accelerate_course import run_plans
     from conftest import STEPS
     folder = tmp_path_factory.mktemp("families")
     built = {kind: tiny_checkpoints.build(kind, folder / kind) for kind in tiny_checkpoints.KINDS}
-    return {step: (run_plans.run_scripts(step, {kind: (STEPS[step], {}, [
+    launches = [run_plans.prepare(step, {kind: (STEPS[step], {}, [
         "--max-train-steps", "6", "--checkpoint", built[kind]]) for kind in kinds},
-        folder / f"step{step}", env=run_plans.LAUNCH_ENV.get(step)), folder / f"step{step}")
-        for step, kinds in FAMILIES.items()}
+        folder / f"step{step}", env={"OMP_NUM_THREADS": "1"}) for step, kinds in FAMILIES.items()]
+    return {step: (runs, folder / f"step{step}")
+            for step, runs in zip(FAMILIES, run_plans.run_launches(launches))}
 
 
 @pytest.mark.runs
