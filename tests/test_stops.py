@@ -172,11 +172,12 @@ def test_ctrl_c_stops_the_benchmark(tmp_path):
     command = [sys.executable, "-m", "accelerate_course.maintain.benchmark", "--repeats", "1",
                "--output-dir", str(tmp_path / "bench")]
     # the benchmark sends a step's output nowhere, and its folder appears only with its
-    # metrics, at the end: a step is in its training loop once its process has used more CPU
-    # than importing the libraries takes (about 6 s here)
+    # metrics, at the end: its step (the one whose output goes under tmp_path) is in its
+    # training loop once its process has used more CPU than importing the libraries takes
+    # (about 6 s here)
     def training(text):
         return any(cpu_seconds(p) > 10 for p in psutil.process_iter()
-                   if "train.py" in command_line(p))
+                   if "train.py" in command_line(p) and str(tmp_path) in command_line(p))
 
     code, output, left = stop_mid_run(command, training, signal.SIGINT, True)
     assert code == 128 + signal.SIGINT, output[-3000:]
