@@ -65,10 +65,14 @@ def run_command(command, timeout=600, **env):
                           text=True, timeout=timeout)
 
 
+def step_command(step, output_dir, *args):
+    """Return the command that runs step N's train.py with python."""
+    return [sys.executable, str(STEPS[step]), "--output-dir", str(output_dir), *map(str, args)]
+
+
 def run_step(step, output_dir, *args, **env):
     """Run step N's train.py with python; return the CompletedProcess."""
-    return run_command([sys.executable, str(STEPS[step]), "--output-dir", str(output_dir),
-                        *args], **env)
+    return run_command(step_command(step, output_dir, *args), **env)
 
 
 def read_metrics(output_dir):
@@ -89,9 +93,8 @@ def default_runs(tmp_path_factory):
     for step in (1, 2):
         out = tmp_path_factory.mktemp(f"step{step}_default")
         runs[step] = (out, subprocess.Popen(
-            [sys.executable, str(STEPS[step]), "--output-dir", str(out)], cwd=REPO,
-            env=offline_env(OMP_NUM_THREADS="1"), stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True))
+            step_command(step, out), cwd=REPO, env=offline_env(OMP_NUM_THREADS="1"),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     for step, (out, process) in runs.items():
         output, _ = process.communicate(timeout=900)
         assert process.returncode == 0, output[-3000:]

@@ -19,7 +19,7 @@ import pytest
 from accelerate.state import AcceleratorState
 
 from common.checkpoint import EMBEDDED_CHECKPOINT
-from conftest import BAD_INPUT_ROWS, REPO, STEPS, offline_env, read_metrics
+from conftest import BAD_INPUT_ROWS, REPO, STEPS, offline_env, read_metrics, step_command
 
 GLUE_FIXTURE = REPO / "tests" / "fixtures" / "glue_mrpc"
 EARLIER = '{"accuracy": 0.5}\n'  # an earlier run's results, which must survive
@@ -249,66 +249,62 @@ def test_step2_refuses_the_same(in_process, tmp_path, name):
 
 
 # what only a real process shows (what it prints, and what the libraries read from the
-# environment when they are imported): step 1 started once per case, the processes side by
-# side (each spends its few seconds importing on one core)
-CACHE_SETTINGS = ["HF_HOME is a file", "HF_DATASETS_CACHE cannot be made"]
+# environment when they are imported): {case: given a folder of its own, (step 1's flags, its
+# environment, the words its one error line must hold)}
+REAL_PROCESS_CASES = {
+    "a third class": lambda folder: (CASES["a third class"][1](folder), {},
+                                     CASES["a third class"][2]),
+    "HF_HOME is a file": lambda folder: (
+        [], {"HF_HOME": str(a_file(folder))},
+        f"(from HF_HOME={folder / 'train.csv'}) cannot be used: {folder / 'train.csv'} is a "
+        "file; set HF_HOME to a folder"),
+    "HF_DATASETS_CACHE cannot be made": lambda folder: (
+        [], {"HF_DATASETS_CACHE": "/proc/course-cache"},
+        "cannot be used: No such file or directory; set HF_DATASETS_CACHE to a folder you can "
+        "write to"),
+}
 
 
 @pytest.fixture(scope="module")
 def real_processes(tmp_path_factory):
-    """{case: (folder, its output folder, stdout, stderr, exit code)} of step 1 started as a
-    real process with each malformed input: "a third class" and the CACHE_SETTINGS."""
+    """{case: (the words its error line must hold, its output folder, stdout, stderr, exit
+    code)}: step 1 started once per REAL_PROCESS_CASES case, the processes side by side (each
+    spends its few seconds importing on one core)."""
     started = {}
-    for case in ["a third class", *CACHE_SETTINGS]:
+    for case, given in REAL_PROCESS_CASES.items():
         folder = tmp_path_factory.mktemp("real_process")
-        args, env = [], {}
-        if case == "a third class":
-            args = CASES[case][1](folder)
-        elif case == "HF_HOME is a file":
-            env = {"HF_HOME": str(a_file(folder))}
-        else:
-            env = {"HF_DATASETS_CACHE": "/proc/course-cache"}
-        started[case] = folder, subprocess.Popen(
-            [sys.executable, str(STEPS[1]), "--output-dir", str(folder / "out"), *map(str, args)],
-            cwd=REPO, env=offline_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True)
-    ended = {}
-    for case, (folder, process) in started.items():
-        out, err = process.communicate(timeout=300)
-        ended[case] = folder, folder / "out", out, err, process.returncode
-    return ended
+        flags, env, expected = given(folder)
+        started[case] = expected, folder / "out", subprocess.Popen(
+            step_command(1, folder / "out", *flags), cwd=REPO, env=offline_env(**env),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return {case: (expected, out_folder, *process.communicate(timeout=300), process.returncode)
+            for case, (expected, out_folder, process) in started.items()}
 
 
-@pytest.mark.runs
-def test_a_real_process_exits_with_one_line_on_stderr(real_processes):
-    expected = CASES["a third class"][2]
-    _, out_folder, out, err, code = real_processes["a third class"]
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 1
-    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0]
-    assert "Traceback" not in out + err
-    assert not out_folder.exists()
-
-
-@pytest.mark.runs
-@pytest.mark.parametrize("setting", CACHE_SETTINGS)
-def test_a_broken_cache_setting_is_refused_in_one_line_before_anything_loads(real_processes,
-                                                                            setting):
-    # a shared machine's cache variables, read by the libraries when they are imported: a
-    # real process, started with them
-    folder, out_folder, out, err, code = real_processes[setting]
-    expected = {
-        "HF_HOME is a file": f"(from HF_HOME={folder / 'train.csv'}) cannot be used: "
-                             f"{folder / 'train.csv'} is a file; set HF_HOME to a folder",
-        "HF_DATASETS_CACHE cannot be made": "cannot be used: No such file or directory; set "
-                                            "HF_DATASETS_CACHE to a folder you can write to",
-    }[setting]
+def one_error_line(real_process):
+    """Assert that a real process exited 1 with one `error:` line holding what its case
+    expects, no traceback, and no output folder; return the line."""
+    expected, out_folder, out, err, code = real_process
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 1, err[-2000:]
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines
     assert "Traceback" not in out + err
     assert not out_folder.exists()  # refused before the output folder is made
-    BAD_INPUT_ROWS.append(("cache", setting, lines[0]))
+    return lines[0]
+
+
+@pytest.mark.runs
+def test_a_real_process_exits_with_one_line_on_stderr(real_processes):
+    one_error_line(real_processes["a third class"])
+
+
+@pytest.mark.runs
+@pytest.mark.parametrize("setting", ["HF_HOME is a file", "HF_DATASETS_CACHE cannot be made"])
+def test_a_broken_cache_setting_is_refused_in_one_line_before_anything_loads(real_processes,
+                                                                            setting):
+    # a shared machine's cache variables, read by the libraries when they are imported: a
+    # real process, started with them
+    BAD_INPUT_ROWS.append(("cache", setting, one_error_line(real_processes[setting])))
 
 
 def test_glue_tsv_files_load_as_they_are_and_train(in_process, tmp_path):

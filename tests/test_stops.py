@@ -176,8 +176,9 @@ def test_ctrl_c_stops_the_benchmark(tmp_path):
     # training loop once its process has used more CPU than importing the libraries takes
     # (about 6 s here)
     def training(text):
-        return any(cpu_seconds(p) > 10 for p in psutil.process_iter()
-                   if "train.py" in command_line(p) and str(tmp_path) in command_line(p))
+        lines = ((p, command_line(p)) for p in psutil.process_iter())
+        return any(cpu_seconds(p) > 10 for p, line in lines
+                   if "train.py" in line and str(tmp_path) in line)
 
     code, output, left = stop_mid_run(command, training, signal.SIGINT, True)
     assert code == 128 + signal.SIGINT, output[-3000:]
