@@ -74,7 +74,10 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False, xla=Non
     # one thread anyway, notebook_launcher's get cores / processes
     one_thread = {"OMP_NUM_THREADS": "1"}
     no_xla = {"USE_TORCH_XLA": "0"} if tpu else {}
-    cpu_env = {} if on_gpus else {"ACCELERATE_USE_CPU": "1", **one_thread, **no_xla}
+    # CPU processes on a machine with a GPU never see it: Accelerate's barrier would ask for
+    # GPU <local rank> (common/launch.py hide_gpus says why)
+    hidden = {"CUDA_VISIBLE_DEVICES": ""} if gpus else {}
+    cpu_env = {} if on_gpus else {"ACCELERATE_USE_CPU": "1", **one_thread, **no_xla, **hidden}
     single = ("1 process on GPU 0" if gpus and not tpu else
               "1 process on Apple's GPU (mps)" if mps and not tpu else "1 process on the CPU")
     # on a CUDA GPU, steps 1 and 2 are identical only with deterministic kernels: the

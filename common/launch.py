@@ -143,7 +143,8 @@ def launch_problem(script_joins_processes):
     if torch_xla_installed() and not flag_is_set("ACCELERATE_USE_CPU"):
         return None  # torch_xla's runtime decides the processes; Accelerate asks it
     if flag_is_set("ACCELERATE_USE_CPU"):
-        return None  # Accelerate joins the processes on the CPU with gloo
+        # Accelerate joins the processes on the CPU with gloo
+        return hide_gpus(world_size, os.environ.get("RANK", "0") == "0")
     local_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size) or world_size)
     gpus = gpus_here()
     if gpus == 0:
@@ -162,6 +163,31 @@ def launch_problem(script_joins_processes):
 
 WSL = ("on Windows, run the course in WSL (Windows Subsystem for Linux): in PowerShell, wsl "
        "--install; then, in its Ubuntu terminal, clone the course and run it there")
+
+
+def hide_gpus(n, says):
+    """Hide the GPUs from this process, one of n that run on the CPU (CUDA_VISIBLE_DEVICES="",
+    inherited by the processes it starts); say so when there were some and `says`. Return
+    None, or the one-line reason when CUDA has started already and can no longer be told.
+
+    Needed on a machine with a GPU: Accelerate's barrier (accelerate 1.15.0 state.py:412, met
+    first in main_process_first) asks torch for GPU <local rank> even for CPU processes, and
+    with one GPU process 1 finds none ("CUDA error: invalid device ordinal", seen on an H200).
+    CUDA reads CUDA_VISIBLE_DEVICES when it starts, which the steps' imports do not make it do.
+    """
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+        return None
+    import torch
+    if torch.cuda.is_initialized():
+        return ("CUDA started before the course could hide the GPUs from its CPU processes; "
+                "run the command with CUDA_VISIBLE_DEVICES= in front of it")
+    gpus = gpus_here()
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    if gpus and says:
+        print(f"note: the {n} processes run on the CPU (ACCELERATE_USE_CPU=1), so the GPU"
+              f"{'s are' if gpus > 1 else ' is'} hidden from them (CUDA_VISIBLE_DEVICES=\"\")",
+              flush=True)
+    return None
 
 
 def in_kaggle():
@@ -195,14 +221,16 @@ def start_problem(n):
         return (f"notebook_launcher starts its {n} processes by forking, which Windows cannot "
                 f"do; run with --num-processes 1, or {WSL}")
     if flag_is_set("ACCELERATE_USE_CPU"):
-        return None
+        return hide_gpus(n, says=True)
     gpus = gpus_here()
     if 0 < gpus < n:
         os.environ["ACCELERATE_USE_CPU"] = "1"
         print(f"note: {n} processes asked for and {gpus} GPU{'s' if gpus > 1 else ''} here, and "
               f"each process needs a GPU of its own: the {n} processes run on the CPU (gloo; "
-              f"ACCELERATE_USE_CPU=1 set for them); --num-processes {gpus} runs on the "
+              f"ACCELERATE_USE_CPU=1 and CUDA_VISIBLE_DEVICES=\"\" set for them); "
+              f"--num-processes {gpus} runs on the "
               f"GPU{'s' if gpus > 1 else ''}", flush=True)
+        return hide_gpus(n, says=False)
     return None
 
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import DETERMINISTIC, STEPS, assert_ok, read_metrics, run_command, run_step
+from conftest import DETERMINISTIC, REPO, STEPS, assert_ok, read_metrics, run_command, run_step
 from accelerate_course.launching import accelerate_launch
 from accelerate_course.torch_build import gpu_problem, nvidia_driver
 
@@ -228,3 +228,57 @@ def test_a_rehearsal_of_the_gpu_check_on_a_cpu_says_no_for_every_gpu_row(tmp_pat
     assert [row.name for row in rows if not row.on_gpu] == ["step3-cpu"]
     assert all(row.holds for row in rows if not row.on_gpu), rows
     assert {row.device for row in rows} <= {"cpu", "cpu:0"}
+
+
+# one GPU, CPU processes -----------------------------------------------------------------------
+
+ONE_GPU_MACHINE = REPO / "tests" / "helpers" / "one_gpu_machine"  # its sitecustomize.py
+
+
+@pytest.mark.runs
+def test_cpu_processes_on_a_one_gpu_machine_never_see_the_gpu(tmp_path):
+    # simulated: torch answers as a machine with one GPU (tests/helpers/one_gpu_machine), and
+    # Accelerate's barrier fails as it did on a real H200 when a process asks for a GPU the
+    # CUDA runtime does not have; the launches are the README's, for real. Each process
+    # reports what it saw at its first barrier (main_process_first): the GPU hidden
+    # (CUDA_VISIBLE_DEVICES=""), so the runtime counts none and the barrier stays on gloo.
+    # Without common.launch.hide_gpus, process 1 asks for GPU 1: "invalid device ordinal".
+    import json
+    import os
+    import subprocess
+    from conftest import offline_env
+    from accelerate_course.launching import accelerate_launch
+    commands = {
+        3: accelerate_launch(2) + [str(STEPS[3])],  # the README's step 3, ACCELERATE_USE_CPU=1
+        4: [sys.executable, str(STEPS[4]), "--num-processes", "2"],  # the README's step 4
+    }
+    runs = {}
+    for step, words in commands.items():
+        reports = tmp_path / f"step{step}-reports"
+        reports.mkdir()
+        env = offline_env(ONE_GPU_REPORTS=str(reports),
+                          PYTHONPATH=os.pathsep.join([str(ONE_GPU_MACHINE), str(REPO)]),
+                          **({"ACCELERATE_USE_CPU": "1"} if step == 3 else {}))
+        env.pop("CUDA_VISIBLE_DEVICES")  # a workstation does not hide its GPU
+        runs[step] = subprocess.Popen(
+            words + ["--max-train-steps", "3", "--output-dir", str(tmp_path / f"step{step}")],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    outputs = {step: process.communicate(timeout=600)[0] for step, process in runs.items()}
+    seen = {}
+    for step, process in runs.items():
+        assert process.returncode == 0, outputs[step][-3000:]
+        reports = [json.loads(path.read_text())
+                   for path in sorted((tmp_path / f"step{step}-reports").glob("*.json"))]
+        seen[step] = sorted((r["env"]["RANK"], r["env"]["CUDA_VISIBLE_DEVICES"],
+                             r["env"]["ACCELERATE_USE_CPU"], r["runtime_count"],
+                             r["barrier_device_ids"]) for r in reports)
+        metrics = read_metrics(tmp_path / f"step{step}")
+        assert (metrics["num_processes"], metrics["device"]) == (2, "cpu:0")
+    print(f"\neach CPU process, at its first barrier: (RANK, CUDA_VISIBLE_DEVICES, "
+          f"ACCELERATE_USE_CPU, GPUs the CUDA runtime counts, barrier's device_ids)\n"
+          f"  step 3 (accelerate launch): {seen[3]}\n  step 4 (notebook_launcher): {seen[4]}")
+    expected = [("0", "", "1", 0, [0]), ("1", "", "1", 0, [1])]
+    assert seen == {3: expected, 4: expected}
+    # each launch says once why its processes do not use the GPU
+    assert outputs[3].count('so the GPU is hidden from them (CUDA_VISIBLE_DEVICES="")') == 1
+    assert outputs[4].count('ACCELERATE_USE_CPU=1 and CUDA_VISIBLE_DEVICES="" set for them') == 1

@@ -115,7 +115,7 @@ def test_the_launch_check_against_the_gpus_of_the_machine(monkeypatch, capsys, g
                                                           expected):
     from common import launch
     monkeypatch.setenv("ACCELERATE_USE_CPU", "")  # not set (and put back after the test)
-    for name in ("MASTER_ADDR", "ACCELERATE_DYNAMO_BACKEND"):
+    for name in ("MASTER_ADDR", "ACCELERATE_DYNAMO_BACKEND", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("WORLD_SIZE", str(launched))
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(launched))
@@ -142,8 +142,10 @@ GPU = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}  # deterministic cuBLAS, with --det
 @pytest.mark.parametrize("gpus,tpu,launches", [
     (0, False, {1: ("python", 1, ONE), 2: ("python", 1, ONE),
                 3: ("accelerate launch", 2, CPU), 4: ("notebook_launcher", 2, ONE)}),
+    # one GPU: the CPU processes of steps 3 and 4 are not shown it (common.launch.hide_gpus)
     (1, False, {1: ("python", 1, GPU), 2: ("python", 1, GPU),
-                3: ("accelerate launch", 2, CPU), 4: ("notebook_launcher", 2, CPU)}),
+                3: ("accelerate launch", 2, {**CPU, "CUDA_VISIBLE_DEVICES": ""}),
+                4: ("notebook_launcher", 2, {**CPU, "CUDA_VISIBLE_DEVICES": ""})}),
     (2, False, {1: ("python", 1, GPU), 2: ("python", 1, GPU),
                 3: ("accelerate launch", 2, {}), 4: ("notebook_launcher", 2, {})}),
     (8, False, {3: ("accelerate launch", 2, {}), 4: ("notebook_launcher", 2, {})}),
@@ -372,7 +374,8 @@ def test_step4s_launch_with_fewer_gpus_than_processes_runs_on_the_cpu(monkeypatc
     import os
     from common import launch
     n = 4 if gpus == 3 else 2
-    for name in [k for k in os.environ if k.startswith("KAGGLE")] + ["ACCELERATE_USE_CPU"]:
+    for name in [k for k in os.environ if k.startswith("KAGGLE")] + ["ACCELERATE_USE_CPU",
+                                                                     "CUDA_VISIBLE_DEVICES"]:
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -387,10 +390,13 @@ def test_step4s_launch_with_fewer_gpus_than_processes_runs_on_the_cpu(monkeypatc
         return
     assert problem is None
     if expected == "cpu":
-        assert os.environ["ACCELERATE_USE_CPU"] == "1"
+        # and the GPUs hidden before notebook_launcher forks (common.launch.hide_gpus)
+        assert os.environ["ACCELERATE_USE_CPU"] == "1" and os.environ["CUDA_VISIBLE_DEVICES"] == ""
         assert said == (f"note: {n} processes asked for and {gpus} GPU{'s' if gpus > 1 else ''} "
                         f"here, and each process needs a GPU of its own: the {n} processes run "
-                        f"on the CPU (gloo; ACCELERATE_USE_CPU=1 set for them); --num-processes "
-                        f"{gpus} runs on the GPU{'s' if gpus > 1 else ''}\n")
+                        f"on the CPU (gloo; ACCELERATE_USE_CPU=1 and CUDA_VISIBLE_DEVICES=\"\" "
+                        f"set for them); --num-processes {gpus} runs on the "
+                        f"GPU{'s' if gpus > 1 else ''}\n")
     else:
         assert "ACCELERATE_USE_CPU" not in os.environ and said == ""
+        assert "CUDA_VISIBLE_DEVICES" not in os.environ
