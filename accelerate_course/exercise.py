@@ -4,40 +4,42 @@
     python -m accelerate_course.exercise 3 --print  (prints it instead)
 
 The file is made from the step itself, never by hand: every hunk of the diff from step N-1
-to step N (the lesson, the same hunks tests/test_lessons.py checks) is put back to step
-N-1's code, with a `# TODO step N: ...` comment in its place whose words are the marker
-comments (`# step N: ...`) of the lesson lines. So the exercise is step N-1 plus comments,
-runs as it is, and can never drift from the step. `make check STEP=N FILE=...` grades it.
+to step N (the lesson, the same hunks `diff -u` shows) is put back to step N-1's code, with a
+`# TODO step N: ...` comment in its place whose words are the comments of the lesson's new
+lines. So the exercise is step N-1 plus comments, runs as it is, and can never drift from
+the step. `make check STEP=N FILE=...` grades it.
 """
 
 import argparse
 import re
 import sys
 
-from accelerate_course.steps import (FOLDERS, MARKER_ABOVE, REPO, docstring_end, lesson_hunks,
-                                     lesson_lines)
+from accelerate_course.steps import FOLDERS, REPO, code_of, docstring_end, lesson_hunks, lesson_lines
+
+# a hunk whose new lines carry no comment gets one of these, by what it does
+WITHOUT_COMMENT = {"adds": "a line of the lesson goes here",
+                   "changes": "the lesson changes the next line(s)",
+                   "removes": "the lesson takes the next line(s) out"}
 
 
-def marker_texts(lines, start, end, step):
-    """Return the words of the `# step N:` comments in lines[start:end] (each with the comment
-    lines that continue it), or of the nearest one above when there is none inside."""
-    marker = re.compile(rf"#\s*step {step}\b:?\s*(.*)")
-
-    def words_at(i):
-        match = marker.search(lines[i])
-        words = [match.group(1).strip()]
-        j = i + 1
-        while j < len(lines) and lines[j].strip().startswith("#") \
-                and not re.search(r"#\s*step \d", lines[j]):
-            words.append(lines[j].strip().lstrip("#").strip())
-            j += 1
-        return " ".join(w for w in words if w)
-
-    texts = [words_at(i) for i in range(start, end) if marker.search(lines[i])]
-    if not texts:  # the nearest marker above the hunk
-        above = [i for i in range(max(0, start - MARKER_ABOVE), start) if marker.search(lines[i])]
-        texts = [words_at(above[-1])] if above else []
-    return texts
+def comment_texts(lines):
+    """Return the words of the comments in lines: each comment-only run as one text, and each
+    comment after code as one."""
+    texts, run = [], []
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            run.append(stripped.lstrip("#").strip())
+            continue
+        if run:
+            texts.append(" ".join(run))
+            run = []
+        code = code_of(line)
+        if code and stripped != code:  # a comment after the code
+            texts.append(stripped[len(code):].strip().lstrip("#").strip())
+    if run:
+        texts.append(" ".join(run))
+    return [text for text in texts if text]
 
 
 def wrap(text, indent, width=96):
@@ -65,7 +67,6 @@ def exercise(step):
            f"then check them: make check STEP={step} FILE=exercises/step{step}/train.py",
            '"""']
     start = docstring_end(before) + 1
-    previous = []
     done = start  # the lines of the previous step copied so far
     for i1, i2, j1, j2 in lesson_hunks(step):
         if i2 <= start and j2 <= docstring_end(after) + 1:
@@ -73,22 +74,22 @@ def exercise(step):
         out += before[done:i1]  # unchanged lines up to the hunk
         done = i2
         i1 = max(i1, start)
-        texts = marker_texts(after, j1, j2, step)
+        # the lesson's own comments: those the previous step has there already are not new
+        texts = [text for text in comment_texts(after[j1:j2])
+                 if text not in comment_texts(before[i1:i2])]
         code = [line for line in after[j1:j2] + before[i1:i2] if line.strip()]
         indent = re.match(r"\s*", code[0]).group(0) if code else ""
-        # a hunk explained by the same comment as the hunk just before it: one TODO for both
-        # code that only leaves carries no comment (its lesson is told where it arrives)
-        gone = f"step {step} no longer has the next lines here: the lesson says where they went"
-        todos = [t for t in texts if t not in previous] or \
-            ([] if texts else [gone] if not after[j1:j2] else ["(see the lesson)"])
+        does = "removes" if not after[j1:j2] else "adds" if i1 == i2 else "changes"
+        todos = texts or [WITHOUT_COMMENT[does]]
         # lines replaced by several explained changes: the first TODO above them, the others
         # below them, where that code goes (the cut goes after the loop, not inside it)
         old = [line for line in before[i1:i2] if line.strip()]
         above, below = (todos[:1], todos[1:]) if old else (todos, [])
+        blank = next((k for k, line in enumerate(before[i1:i2]) if line.strip()), 0)
+        out += before[i1:i1 + blank]  # blank lines first: the TODO sits on what changes
         for text in above:
             out += wrap(f"TODO step {step}: {text}", indent)
-        previous = texts
-        out += before[i1:i2]
+        out += before[i1 + blank:i2]
         for text in below:
             out += wrap(f"TODO step {step}: {text}", re.match(r"\s*", old[-1]).group(0))
     out += before[done:]

@@ -3,27 +3,23 @@
     python -m accelerate_course.lesson 3          (make lesson STEP=3)
     python -m accelerate_course.lesson 1          (step 1 itself: every line is new)
 
-In a terminal, word by word in colour (git's --color-words); when the output is not a
-terminal (a pipe, a file, a projector's capture) or NO_COLOR is set (no-color.org), a plain
-unified diff whose lines start with - and +, readable without colour. Either way the previous
-step is read as the lesson reads it: with its own `# step N-1:` tags taken off
-(accelerate_course/steps.py). Needs only Python's standard library (and git for the colour).
+It prints the same unified diff as `diff -u` between the two steps' train.py: every changed
+line starts with - or +, so it reads without colour, on paper and on a projector. In a
+terminal that takes colour (not when NO_COLOR is set: no-color.org), the added lines are also
+blue and the removed ones orange, a pair that red-green colour blindness keeps apart. No pager
+is started. It needs only Python's standard library: on Windows too, `python -m
+accelerate_course.lesson 3` from the course's folder.
 """
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
-from accelerate_course.steps import FOLDERS, TRAIN_PY, lesson_diff, untagged
+from accelerate_course.steps import FOLDERS, TRAIN_PY, lesson_diff
 
-
-def in_colour():
-    """Return True if the output is a terminal that may get colour."""
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ and shutil.which("git")
+# ANSI colours: bright blue for added lines, orange (256-colour 208) for removed ones, bold for
+# the file names and hunk headers
+ADDED, REMOVED, HEADER, RESET = "\033[94m", "\033[38;5;208m", "\033[1m", "\033[0m"
 
 
 def plain(step):
@@ -35,21 +31,24 @@ def plain(step):
     return lesson_diff(step)
 
 
-def coloured(step):
-    """Show lesson `step` with git's word diff, the two files named as in the repository."""
-    with tempfile.TemporaryDirectory() as folder:
-        later = Path(folder) / FOLDERS[step] / "train.py"
-        later.parent.mkdir()
-        later.write_text(TRAIN_PY[step].read_text())
-        if step == 1:
-            earlier = "/dev/null"
+def coloured(text):
+    """Return a unified diff with its lines coloured by their first character."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith(("+++", "---", "@@")):
+            out.append(f"{HEADER}{line.rstrip(chr(10))}{RESET}\n")
+        elif line.startswith("+"):
+            out.append(f"{ADDED}{line.rstrip(chr(10))}{RESET}\n")
+        elif line.startswith("-"):
+            out.append(f"{REMOVED}{line.rstrip(chr(10))}{RESET}\n")
         else:
-            earlier = Path(folder) / FOLDERS[step - 1] / "train.py"
-            earlier.parent.mkdir()
-            earlier.write_text(untagged(TRAIN_PY[step - 1].read_text(), step - 1))
-            earlier = str(earlier.relative_to(folder))
-        subprocess.run(["git", "diff", "--no-index", "--color-words", earlier,
-                        str(later.relative_to(folder))], cwd=folder)
+            out.append(line)
+    return "".join(out)
+
+
+def in_colour(stream):
+    """Return True if the stream is a terminal that may get colour."""
+    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
 
 
 def main():
@@ -60,10 +59,8 @@ def main():
     if args.step not in FOLDERS:
         sys.exit(f"error: there is no step {args.step}: the steps are "
                  f"{', '.join(map(str, FOLDERS))} (make lesson STEP=3)")
-    if in_colour():
-        coloured(args.step)
-    else:
-        sys.stdout.write(plain(args.step))
+    text = plain(args.step)
+    sys.stdout.write(coloured(text) if in_colour(sys.stdout) else text)
 
 
 if __name__ == "__main__":

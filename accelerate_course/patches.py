@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
-from accelerate_course.steps import FOLDERS, REPO
+from accelerate_course.steps import FOLDERS, REPO, code_of
 
 
 class PatchError(Exception):
@@ -21,7 +21,7 @@ class Variant(NamedTuple):
     name: str
     title: str        # the patch's first line, after "What if: " (or "Invariant: ")
     note: str         # its next lines, before the diff, as one paragraph ("" when none)
-    changes: list     # the patch's changed lines, "-old" / "+new"
+    changes: list     # the patch's changed code lines, "-old" / "+new", comments left out
     path: Path
 
 
@@ -35,41 +35,65 @@ def variants(step, kind="whatif"):
         head = text.split("\n--- ", 1)[0].splitlines()
         title = head[0].split(": ", 1)[1].strip()
         note = " ".join(line.strip() for line in head[1:] if line.strip())
-        changes = [line for line in text.splitlines()
-                   if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))]
+        # the changed code without its comments: what the variant does
+        changes = [line[0] + code_of(line[1:]) for line in text.splitlines()
+                   if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))
+                   and code_of(line[1:])]
         found.append(Variant(step, path.stem, title, note, changes, path))
     return found
 
 
 
 def apply_patch(patch_path, text):
-    """Return text with the unified diff in patch_path applied: each hunk's old lines must be
-    found exactly as they are in the patch. Raises PatchError naming the patch otherwise."""
+    """Return text with the unified diff in patch_path applied. A hunk is found by its code
+    lines alone (context and removed lines without their comments, comment-only and blank
+    lines skipped): a comment of the step can be mended without touching a patch. The step's
+    own comments are kept; the patch's added lines go in as written. Raises PatchError naming
+    the patch when a hunk's code is no longer in the step."""
     lines = text.splitlines(keepends=True)
     hunks = re.split(r"^@@ [^\n]*@@\n", Path(patch_path).read_text(), flags=re.M)[1:]
-    offset = 0
+    code_at = [i for i, line in enumerate(lines) if code_of(line)]  # the step's code lines
+    offset = 0  # hunks apply in order: the next is looked for after the last
+    out = []
+    done = 0  # the step's lines copied to out so far
     for number, hunk in enumerate(hunks, start=1):
-        old, new = [], []
+        body = []
         for line in hunk.splitlines(keepends=True):
-            if line.startswith("-"):
-                old.append(line[1:])
-            elif line.startswith("+"):
-                new.append(line[1:])
-            elif line.startswith(" "):
-                old.append(line[1:])
-                new.append(line[1:])
-            elif line.strip():
-                break  # the end of the diff
-        at = next((i for i in range(offset, len(lines) - len(old) + 1)
-                   if lines[i:i + len(old)] == old), None)
-        if at is None:
+            if not line.startswith(("-", "+", " ")):
+                if line.strip():
+                    break  # the end of the diff
+                line = " \n"  # a blank context line
+            body.append((line[0], line[1:]))
+        anchors = [code_of(line) for kind, line in body if kind != "+" and code_of(line)]
+        start = next((k for k in range(offset, len(code_at) - len(anchors) + 1)
+                      if [code_of(lines[i]) for i in code_at[k:k + len(anchors)]] == anchors),
+                     None)
+        if not anchors or start is None:
             step_folder = Path(patch_path).resolve().parent.parent.name
-            raise PatchError(f"{Path(patch_path).resolve().relative_to(REPO)}: hunk {number} no "
-                             f"longer applies to {step_folder}/train.py (its lines changed); "
-                             "update the patch to today's step")
-        lines[at:at + len(old)] = new
-        offset = at + len(new)
-    return "".join(lines)
+            raise PatchError(f"{Path(patch_path).resolve().relative_to(REPO)}: hunk {number}: "
+                             f"its code is no longer in {step_folder}/train.py (a code line "
+                             "changed); update the patch to today's step")
+        out += lines[done:code_at[start]]
+        done = code_at[start]
+        matched = start
+        for kind, line in body:
+            if kind == "+":
+                out.append(line)
+            elif not code_of(line):
+                # a comment or blank line: followed where the step still has it there (kept
+                # as context, left out as removed), else passed over
+                if done < len(lines) and not code_of(lines[done]) and \
+                        lines[done].strip() == line.strip():
+                    out += [lines[done]] if kind == " " else []
+                    done += 1
+            else:
+                at = code_at[matched]
+                # context: the step's lines up to this one, comments and all; removed: the
+                # comments above it stay, the line goes
+                out += lines[done:at + 1] if kind == " " else lines[done:at]
+                done, matched = at + 1, matched + 1
+        offset = matched
+    return "".join(out + lines[done:])
 
 
 

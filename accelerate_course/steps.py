@@ -3,11 +3,9 @@ them. The runner, the lab, the exercise writer, the grader, the lesson command a
 use this; the Makefile finds the same folders on disk (step<N>_*/train.py), and a test
 checks that the two agree.
 
-A lesson is the diff from step N-1 to step N. In each step, the lines of its own lesson carry
-a comment that names it (`# step 3: ...`); in the next step the same comments stay, without
-that tag, as the plain comments of code the reader has met already (so a step reads well
-alone, as step 4 does in its notebook). The lesson is therefore read from step N-1 with its
-own tags taken off (`untagged`), and step N.
+A lesson is the plain diff from step N-1 to step N, the one `diff -u` and GitHub's compare
+view show: a comment written in one step stays word for word in the later steps, so every
+hunk of that diff is the lesson's own.
 """
 
 import difflib
@@ -19,18 +17,6 @@ REPO = Path(__file__).resolve().parent.parent
 FOLDERS = {1: "step1_plain_loop", 2: "step2_accelerate", 3: "step3_distributed_eval",
            4: "step4_tpu_notebook"}
 TRAIN_PY = {step: REPO / folder / "train.py" for step, folder in FOLDERS.items()}
-MARKER_ABOVE = 4  # a lesson's `# step N:` comment may sit this many lines above its hunk
-
-
-def marker(step):
-    """Return the pattern of step `step`'s tag in a comment (`# step 3: ...`)."""
-    return re.compile(rf"#.*\bstep {step}\b")
-
-
-def untagged(text, step):
-    """Return a step's text with its own tags taken off its comments (`# step 3: why` becomes
-    `# why`): how its explanations read in the next step."""
-    return re.sub(rf"#(\s*)step {step}: ", r"#\1", text)
 
 
 def docstring_end(lines):
@@ -39,9 +25,27 @@ def docstring_end(lines):
     return next(i for i, line in enumerate(lines) if i > 0 and line.rstrip().endswith('"""'))
 
 
+def code_of(line):
+    """Return a line without its comment and the spaces around it ("" for a comment-only or
+    blank line). A `#` inside a string literal is kept."""
+    quote, i = None, 0
+    while i < len(line):
+        char = line[i]
+        if quote and char == "\\":
+            i += 1  # the escaped character is part of the string
+        elif quote and char == quote:
+            quote = None
+        elif not quote and char in "\"'":
+            quote = char
+        elif not quote and char == "#":
+            return line[:i].strip()
+        i += 1
+    return line.strip()
+
+
 class Hunk(NamedTuple):
-    """One change of a lesson: lines before[i1:i2] of the previous step (untagged) became
-    after[j1:j2] of the step."""
+    """One change of a lesson: lines before[i1:i2] of the previous step became after[j1:j2]
+    of the step."""
     i1: int
     i2: int
     j1: int
@@ -49,9 +53,8 @@ class Hunk(NamedTuple):
 
 
 def lesson_lines(step):
-    """Return (the previous step's lines, untagged; the step's lines): what a lesson compares."""
-    before = untagged(TRAIN_PY[step - 1].read_text(), step - 1).splitlines()
-    return before, TRAIN_PY[step].read_text().splitlines()
+    """Return (the previous step's lines, the step's lines): what a lesson compares."""
+    return TRAIN_PY[step - 1].read_text().splitlines(), TRAIN_PY[step].read_text().splitlines()
 
 
 def lesson_hunks(step):
@@ -77,7 +80,7 @@ def code_lines_changed(step):
     starts = docstring_end(before) + 1, docstring_end(after) + 1
 
     def code(lines):
-        return [line for line in lines if line.strip() and not line.strip().startswith("#")]
+        return [line for line in lines if code_of(line)]
 
     return sum(len(code(before[max(h.i1, starts[0]):h.i2])) +
                len(code(after[max(h.j1, starts[1]):h.j2])) for h in lesson_hunks(step))

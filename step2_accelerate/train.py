@@ -9,7 +9,7 @@ import time
 
 import evaluate
 import torch
-from accelerate import Accelerator  # step 2: the one object this lesson adds
+from accelerate import Accelerator
 from torch.optim import AdamW
 from tqdm.auto import tqdm
 from transformers import AutoModelForSequenceClassification, get_scheduler, set_seed
@@ -24,7 +24,7 @@ from common.output import write_metrics
 
 # %%
 def training_function(args):
-    accelerator = Accelerator()  # step 2: knows the device(s) and how many processes there are
+    accelerator = Accelerator()  # knows this machine's devices and how many processes run
 
     set_seed(args.seed, deterministic=args.deterministic)
 
@@ -39,16 +39,12 @@ def training_function(args):
     model.config.pad_token_id = tokenizer.pad_token_id
     optimizer = AdamW(model.parameters(), lr=args.lr)
 
-    # step 2: prepare() puts the model and every batch on the right device (no more .to(device));
-    # on several processes it also gives each one its own share of the batches and wraps the
-    # model in DistributedDataParallel, which averages the gradients of all processes
+    # prepare() returns the same objects, made ready for this machine's devices and processes
     train_dataloader, eval_dataloader, model, optimizer = accelerator.prepare(
         train_dataloader, eval_dataloader, model, optimizer
     )
 
     # the learning rate falls linearly from lr to 0 over all the training steps
-    # step 2: built after prepare(), from this process's share of the batches, and not prepared:
-    # a prepared scheduler steps once per process at every optimizer step
     num_training_steps = args.epochs * len(train_dataloader)
     if args.max_train_steps:  # a shorter run, for tests
         num_training_steps = min(num_training_steps, args.max_train_steps)
@@ -65,12 +61,9 @@ def training_function(args):
         for batch in train_dataloader:
             if len(train_losses) == num_training_steps:
                 break
-            # step 2: no batch.to(device) any more: the prepared dataloader did it
             outputs = model(**batch)
             loss = outputs.loss
-            # step 2: instead of loss.backward(); with mixed precision (fp16) it also scales the
-            # loss, and with gradient accumulation it divides it (neither is on here)
-            accelerator.backward(loss)
+            accelerator.backward(loss)  # instead of loss.backward()
 
             optimizer.step()
             lr_scheduler.step()
@@ -85,7 +78,6 @@ def training_function(args):
     start = time.perf_counter()
     model.eval()
     for batch in eval_dataloader:
-        # step 2: no batch.to(device) here either
         with torch.no_grad():
             outputs = model(**batch)
         predictions = torch.argmax(outputs.logits, dim=-1)
@@ -99,7 +91,6 @@ def training_function(args):
         "accuracy": eval_metric["accuracy"], "f1": eval_metric["f1"],
         "eval_samples": len(predictions), "predictions": predictions.tolist(),
         "train_losses": train_losses, "train_seconds": train_seconds, "eval_seconds": eval_seconds,
-        # step 2: how many processes ran it, and on what device, as the Accelerator says
         "num_processes": accelerator.num_processes, "device": str(accelerator.device),
     }
     print(
@@ -112,7 +103,7 @@ def training_function(args):
 # %%
 def main():
     args = parse_args(description=__doc__)
-    guard_launch(joins_processes=True)  # step 2: launched as N processes, they join as one run
+    guard_launch(joins_processes=True)  # launched as N processes, they join as one run
     training_function(args)
 
 

@@ -10,7 +10,7 @@ import time
 
 import evaluate
 import torch
-from accelerate import Accelerator  # the one object this lesson adds
+from accelerate import Accelerator
 from torch.optim import AdamW
 from tqdm.auto import tqdm
 from transformers import AutoModelForSequenceClassification, get_scheduler, set_seed
@@ -25,18 +25,15 @@ from common.output import write_metrics
 
 # %%
 def training_function(args):
-    accelerator = Accelerator()  # knows the device(s) and how many processes there are
-    # step 3: what was launched: processes, backend, device (accelerator.print prints on one
-    # process per machine)
-    accelerator.print(accelerator.state)
+    accelerator = Accelerator()  # knows this machine's devices and how many processes run
+    accelerator.print(accelerator.state)  # what was launched, printed once per machine
 
     set_seed(args.seed, deterministic=args.deterministic)
 
     # the data: MRPC pairs, tokenized, in dataloaders that pad each batch to its longest pair
     checkpoint = resolve_checkpoint(args.checkpoint)
     tokenizer = load_tokenizer(checkpoint)
-    # step 3: the main process loads and tokenizes first, filling the datasets cache; the
-    # others wait for it, then read the cache instead of tokenizing the same pairs again
+    # the main process tokenizes first and fills the cache; the others then read it
     with accelerator.main_process_first():
         train_dataloader, eval_dataloader = get_dataloaders(load_splits(args.dataset), tokenizer, args)
 
@@ -46,16 +43,12 @@ def training_function(args):
     model.config.pad_token_id = tokenizer.pad_token_id
     optimizer = AdamW(model.parameters(), lr=args.lr)
 
-    # prepare() puts the model and every batch on the right device (no more .to(device));
-    # on several processes it also gives each one its own share of the batches and wraps the
-    # model in DistributedDataParallel, which averages the gradients of all processes
+    # prepare() returns the same objects, made ready for this machine's devices and processes
     train_dataloader, eval_dataloader, model, optimizer = accelerator.prepare(
         train_dataloader, eval_dataloader, model, optimizer
     )
 
     # the learning rate falls linearly from lr to 0 over all the training steps
-    # built after prepare(), from this process's share of the batches, and not prepared:
-    # a prepared scheduler steps once per process at every optimizer step
     num_training_steps = args.epochs * len(train_dataloader)
     if args.max_train_steps:  # a shorter run, for tests
         num_training_steps = min(num_training_steps, args.max_train_steps)
@@ -64,8 +57,7 @@ def training_function(args):
     )
 
     # the training loop
-    # step 3: one progress bar per machine, not one per process. On 2 processes each optimizer
-    # step takes a batch of 8 from each of them (16 pairs), so an epoch is half as many steps
+    # one progress bar per machine, not one per process
     progress_bar = tqdm(range(num_training_steps), disable=not accelerator.is_local_main_process)
     train_losses = []
     start = time.perf_counter()
@@ -74,12 +66,9 @@ def training_function(args):
         for batch in train_dataloader:
             if len(train_losses) == num_training_steps:
                 break
-            # no batch.to(device) any more: the prepared dataloader did it
             outputs = model(**batch)
             loss = outputs.loss
-            # instead of loss.backward(); with mixed precision (fp16) it also scales the
-            # loss, and with gradient accumulation it divides it (neither is on here)
-            accelerator.backward(loss)
+            accelerator.backward(loss)  # instead of loss.backward()
 
             optimizer.step()
             lr_scheduler.step()
@@ -91,22 +80,17 @@ def training_function(args):
     # evaluation: predictions for the whole validation split, then the metric
     metric = evaluate.load(GLUE_MRPC_METRIC)  # the course: evaluate.load("glue", "mrpc")
     all_predictions = []
-    all_labels = []  # step 3: the labels travel with the predictions
+    all_labels = []  # each process holds only its share of the labels too
     start = time.perf_counter()
     model.eval()
     for batch in eval_dataloader:
-        # no batch.to(device) here either
         with torch.no_grad():
             outputs = model(**batch)
         predictions = torch.argmax(outputs.logits, dim=-1)
-        # step 3: each process has only its own batches; gather them from every process
+        # gather every process's share, so that each process holds them all
         all_predictions.append(accelerator.gather(predictions))
         all_labels.append(accelerator.gather(batch["labels"]))
-    # step 3: to give every process full batches, the last ones were completed with samples
-    # from the start of the dataset; they sit at the end, so keep one prediction per pair of
-    # the split, as the prepared loader counts them (on a TPU too, where it has no .dataset).
-    # Accelerate's examples call accelerator.gather_for_metrics(...) in the loop instead,
-    # which gathers and drops that tail itself
+    # keep one prediction per pair: the last batches were filled up with repeated pairs
     gathered = torch.cat(all_predictions)
     predictions = gathered[: eval_dataloader.total_dataset_length]
     labels = torch.cat(all_labels)[: eval_dataloader.total_dataset_length]
@@ -117,19 +101,17 @@ def training_function(args):
         "accuracy": eval_metric["accuracy"], "f1": eval_metric["f1"],
         "eval_samples": len(predictions), "predictions": predictions.tolist(),
         "train_losses": train_losses, "train_seconds": train_seconds, "eval_seconds": eval_seconds,
-        # how many processes ran it, and on what device, as the Accelerator says
         "num_processes": accelerator.num_processes, "device": str(accelerator.device),
-        "eval_gathered": len(gathered),  # step 3: how many were gathered, before the cut
+        "eval_gathered": len(gathered),  # how many were gathered, before the cut
     }
-    # step 3: how many predictions were gathered, and how many kept
     accelerator.print(f"gathered {len(gathered)} predictions, kept {len(predictions)}")
     accelerator.print(
         f"validation: accuracy {eval_metric['accuracy']:.4f}, "
         f"f1 {eval_metric['f1']:.4f} ({len(predictions)} examples)"
     )
-    if accelerator.is_main_process:  # step 3: one process writes the results, not all of them
+    if accelerator.is_main_process:  # one process writes the results, not all of them
         write_metrics(args.output_dir, args, results)  # metrics.json, and a line saying where
-    accelerator.end_training()  # step 3: each process leaves the process group before it exits
+    accelerator.end_training()  # leave the process group, if there is one, before exiting
 
 
 # %%

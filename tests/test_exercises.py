@@ -16,7 +16,6 @@ import pytest
 
 import step3_mistakes
 from accelerate_course import check, exercise, run_plans
-from accelerate_course.steps import untagged
 from conftest import REPO, STEPS
 
 # the hint (symptom) that must name each variant's mistake
@@ -53,17 +52,14 @@ def test_the_exercise_is_the_previous_step_plus_todos(step):
     without = text
     for block in todo_blocks:
         without = without.replace(block + "\n", "", 1)
-    # the previous step as the lesson reads it: its own tags off its comments (steps.py)
-    previous = untagged(STEPS[step - 1].read_text(), step - 1)
-    assert without.split('"""', 2)[2] == previous.split('"""', 2)[2]
+    assert without.split('"""', 2)[2] == STEPS[step - 1].read_text().split('"""', 2)[2]
     assert len(todo_blocks) >= 4
-    # every TODO's words come from a marker comment of step N
-    markers = " ".join(re.findall(rf"#.*\bstep {step}: (.*)", STEPS[step].read_text()))
+    # every TODO's words are a comment of step N's lesson, or say what its hunk does
+    comments = " ".join(exercise.comment_texts(STEPS[step].read_text().splitlines()))
     for block in todo_blocks:
-        first = re.search(rf"# TODO step {step}: (\S+ \S+ \S+)", block)
-        if first and first.group(1) != f"step {step} no":  # (code that only leaves: no marker)
-            # its first words are the start of one of step N's marker comments
-            assert first.group(1) in markers, block
+        words = " ".join(line.strip().lstrip("#").strip() for line in block.splitlines())
+        words = words.split(f"TODO step {step}: ", 1)[1]
+        assert words in comments or words in exercise.WITHOUT_COMMENT.values(), block
 
 
 def test_the_exercise_names_its_check():

@@ -1,22 +1,23 @@
 """The diffs between consecutive steps are the lessons and nothing else.
 
-Read in the reader's direction: step N-1 plus its lesson is step N (accelerate_course/steps.py:
-step N-1's own tags taken off its comments, which stay as plain comments in step N). Every
-changed hunk must belong to the later step's lesson: a line of the hunk, or one of the few
-lines just above it, carries a comment naming that step ("# step 3: ..."). Two exceptions:
-the docstring at the top, which says what the step adds, and code that only leaves (its lesson
-is told where it arrives: no comment stays behind about code that is no longer there). A step
-carries no other step's tag, and each lesson has a budget of changed code lines.
+A lesson is read in the reader's direction: step N-1 plus its lesson is step N, as `diff -u`
+and GitHub's compare view show it. A comment written in one step stays word for word in the
+later steps, so every hunk of that plain diff changes code (the docstring aside, which says
+what the step adds). `make lesson`, the pages' diff blocks and the exercise writer show the
+same hunks. Each lesson has a budget of changed code lines, and comments stay short.
 """
 
 import ast
 import re
+import shutil
+import subprocess
 
 import pytest
 
 from conftest import REPO, STEPS
-from accelerate_course.steps import (MARKER_ABOVE, code_lines_changed, docstring_end,
-                                     lesson_hunks, lesson_lines, marker)
+from accelerate_course import exercise, lesson
+from accelerate_course.steps import (code_lines_changed, code_of, docstring_end, lesson_diff,
+                                     lesson_hunks, lesson_lines)
 
 # lines of code (comments, blank lines and the docstring aside) each lesson may add and remove:
 # lesson 2 close to the seed's own diff (Accelerator, prepare, backward, the device lines gone)
@@ -27,20 +28,30 @@ def lines(step):
     return STEPS[step].read_text().splitlines()
 
 
+def comment(line):
+    """Return a line's comment, without the # ("" for none)."""
+    code = code_of(line)
+    rest = line.strip()[len(code):].strip() if code else line.strip()
+    return rest[1:].strip() if rest.startswith("#") else ""
+
+
 @pytest.mark.parametrize("step", [2, 3, 4])
-def test_every_hunk_is_marked_with_its_step(step):
+def test_every_hunk_of_the_plain_diff_changes_code(step):
     before, after = lesson_lines(step)
-    end_of_docstring = docstring_end(after)
-    unmarked = []
+    churn = []
     for hunk in lesson_hunks(step):
-        if hunk.j2 <= end_of_docstring + 1:
+        if hunk.j2 <= docstring_end(after) + 1:
             continue  # the docstring says what this step adds
-        if hunk.j1 == hunk.j2:
-            continue  # code that leaves is explained where it arrives, not by a comment left behind
-        context = after[max(0, hunk.j1 - MARKER_ABOVE):hunk.j2]
-        if not any(marker(step).search(line) for line in context):
-            unmarked.append(f"line {hunk.j1 + 1}: " + " / ".join(after[hunk.j1:hunk.j2][:2]))
-    assert not unmarked, f"step {step} changes without a '# step {step}:' comment: {unmarked}"
+        old, new = before[hunk.i1:hunk.i2], after[hunk.j1:hunk.j2]
+        if [code_of(line) for line in old if code_of(line)] == \
+                [code_of(line) for line in new if code_of(line)]:
+            churn.append(f"line {hunk.j1 + 1}: only comments or blank lines change")
+        # a line whose code stays and whose comment changes: the comment was rewritten
+        kept = {code_of(line): comment(line) for line in old if code_of(line)}
+        churn += [f"line {hunk.j1 + 1}: {line.strip()}" for line in new
+                  if code_of(line) in kept and comment(line) != kept[code_of(line)]
+                  and kept[code_of(line)]]
+    assert not churn, f"lesson {step}'s diff rewrites comments of code it keeps: {churn}"
 
 
 @pytest.mark.parametrize("step", [2, 3, 4])
@@ -50,13 +61,44 @@ def test_each_lesson_stays_within_its_budget(step):
 
 
 @pytest.mark.parametrize("step", [1, 2, 3, 4])
-def test_a_step_carries_only_its_own_tags(step):
-    # the earlier lessons' comments stay, as plain comments: read alone (step 4 in its
-    # notebook), a step names no other step
-    others = [line.strip() for line in lines(step)
-              if re.search(r"#.*\bstep (\d)\b", line)
-              and re.search(r"#.*\bstep (\d)\b", line).group(1) != str(step)]
-    assert not others, f"step {step} names other steps in: {others}"
+def test_comments_are_short_and_name_no_step(step):
+    body = lines(step)[docstring_end(lines(step)) + 1:]
+    code = [line for line in body if code_of(line)]
+    comments = [line for line in body if line.strip().startswith("#") and line.strip() != "# %%"]
+    # comment lines at most 40 % of the code lines
+    assert len(comments) <= 0.4 * len(code), (len(comments), len(code))
+    # a comment says one thing: at most two lines in a row
+    runs = re.findall(r"(?:\n[ \t]*#(?! %%)[^\n]*){3,}", "\n" + "\n".join(body))
+    assert not runs, runs
+    # no tag a later step would have to rewrite
+    tagged = [line.strip() for line in body if re.search(r"#.*\bstep \d\b", line)]
+    assert not tagged, tagged
+
+
+@pytest.mark.runs  # diff itself, the program a student runs
+@pytest.mark.skipif(not shutil.which("diff"), reason="no diff program here")
+@pytest.mark.parametrize("step", [2, 3, 4])
+def test_make_lesson_the_pages_and_the_exercise_show_the_hunks_of_diff_u(step):
+    plain = subprocess.run(["diff", "-u", str(STEPS[step - 1].relative_to(REPO)),
+                            str(STEPS[step].relative_to(REPO))],
+                           cwd=REPO, capture_output=True, text=True).stdout
+    ranges = re.findall(r"(?m)^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", plain)
+    ours = re.findall(r"(?m)^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", lesson_diff(step))
+    assert ours == ranges
+    # the hunks' lines (where a blank line is both above and below a removed line, diff and
+    # difflib may take either: blank lines are left out of the comparison)
+    body = lambda text: [line for line in text.splitlines() if line[:1] in "+- @"
+                         and not line.startswith(("+++", "---")) and line[1:].strip()]
+    assert body(lesson.plain(step)) == body(plain)
+    page = (STEPS[step].parent / "README.md").read_text()
+    block = page.split("<!-- BEGIN diff", 1)[1].split("\n", 1)[1].split("<!-- END diff -->")[0]
+    assert body(block) == body(plain)
+    # the exercise takes back exactly these hunks: outside them it is step N-1
+    before, _ = lesson_lines(step)
+    changed = {i for hunk in lesson_hunks(step) for i in range(hunk.i1, hunk.i2)}
+    text = exercise.exercise(step)
+    kept = [line for i, line in enumerate(before) if i not in changed and i > docstring_end(before)]
+    assert all(line in text for line in kept)
 
 
 def test_common_teaches_nothing():
