@@ -174,7 +174,23 @@ def main():
                      f"{done.returncode}, its lines above say why)")
     installed = subprocess.run([str(python), "-c", "import importlib.metadata as m; "
                                 "print(m.version('torch'))"], capture_output=True, text=True)
+    write_launcher_line(python)
     print(f"install: installed torch {installed.stdout.strip()} into {args.venv}")
+
+
+# a .pth file's line runs when any Python of the environment starts (the site module): in a
+# launcher's process, it makes it end with the course's one line (common/launcher_exit.py);
+# where the course is not importable, it does nothing
+LAUNCHER_LINE = ("import sys; exec('try:\\n import common.launcher_exit as m\\n m.install()\\n"
+                 "except ImportError:\\n pass')\n")
+
+
+def write_launcher_line(python):
+    """Write course_launchers.pth into the environment's site-packages."""
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; "
+                              "print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (Path(purelib) / "course_launchers.pth").write_text(LAUNCHER_LINE)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ stops it all (accelerate_course/running.py).
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -46,17 +47,23 @@ def parse_args():
 
 
 class StepRun:
-    """One step's run: its folder, its log, and what it gave."""
+    """One step's run, written aside: into <folder>.running while it runs, then in place of
+    <folder> when it finished (an earlier run's results are replaced only by newer ones), or
+    kept as <folder>.failed when it did not."""
 
-    def __init__(self, step, launch, step_flags, output_dir):
+    def __init__(self, step, launch, step_flags, folder):
         self.step, self.launch = step, launch
-        self.folder = Path(output_dir) / f"step{step}"
-        self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "metrics.json").unlink(missing_ok=True)  # no old numbers if it fails
-        self.log = self.folder / "train.log"
-        self.command = launch.command + [*step_flags, "--output-dir", str(self.folder)]
+        self.folder = Path(folder)  # where a finished run's results go
+        self.running = self.folder.with_name(self.folder.name + ".running")
+        self.log = self.running / "train.log"
+        self.command = launch.command + [*step_flags, "--output-dir", str(self.running)]
         self.seconds = 0.0
         self.metrics = None
+
+    def start(self):
+        """Make the folder the run writes into (a stopped run's, left by a crash, goes)."""
+        shutil.rmtree(self.running, ignore_errors=True)
+        self.running.mkdir(parents=True)
 
     def popen(self, log):
         """subprocess.Popen's keyword arguments for this step, its output into log."""
@@ -66,18 +73,39 @@ class StepRun:
     def finished(self):
         """Read what the step wrote (metrics.json); return the error line when it failed: its
         own `error:` (or `stopped by`) line, else its last line."""
-        if (self.folder / "metrics.json").exists():
-            self.metrics = json.loads((self.folder / "metrics.json").read_text())
+        if (self.running / "metrics.json").exists():
+            self.metrics = json.loads((self.running / "metrics.json").read_text())
             return None
         lines = [line.strip() for line in self.log.read_text(errors="replace").splitlines()
                  if line.strip()]
         said = [line for line in lines if line.startswith(("error: ", "stopped by "))]
         return said[0] if said else lines[-1] if lines else "no output"
 
+    def keep(self):
+        """Put the run where it belongs: in place of <folder> when it wrote its metrics (the
+        earlier run's results go only now), else as <folder>.failed; the log moves with it."""
+        target = self.folder if self.metrics is not None else \
+            self.folder.with_name(self.folder.name + ".failed")
+        replace_folder(self.running, target)
+        self.log = target / "train.log"
+
+
+def replace_folder(new, target):
+    """Put folder `new` in place of `target`: the old one is renamed aside first, then removed,
+    so that a crash in between leaves one of the two whole."""
+    old = target.with_name(target.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    new.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
 
 def run_round(runs):
     """Run steps side by side (each its own process); return their error lines (None: ok).
     A stop signal stops them all (running.Stopped, after their own lines are in their logs)."""
+    for run in runs:
+        run.start()
     logs = [open(run.log, "w") for run in runs]
     try:
         processes = running.run([(run.command, run.popen(log)) for run, log in zip(runs, logs)])
@@ -90,6 +118,7 @@ def run_round(runs):
         error = run.finished()
         if process.returncode != 0 and error is None:  # metrics.json, and yet it failed
             run.metrics, error = None, f"exit code {process.returncode}"
+        run.keep()
         errors.append(error)
     return errors
 
@@ -116,8 +145,17 @@ def counts_hold(metrics, validation_size):
     return metrics["eval_samples"] == kept == validation_size and gathered >= kept
 
 
+def pairs_seen(metrics):
+    """Return the training pairs all processes had seen after each optimizer step of a run:
+    its batch per process times its processes, step by step."""
+    per_step = metrics["hyperparameters"]["train_batch_size"] * metrics["num_processes"]
+    return [per_step * (i + 1) for i in range(len(metrics["train_losses"]))]
+
+
 def plot_losses(results, path):
-    """Save the training-loss curves of the runs (smoothed over 25 steps) as a PNG."""
+    """Save the training-loss curves of the runs (each smoothed over its last 25 optimizer
+    steps) as a PNG, against the training pairs seen: 1 and 2 processes cover the same data
+    on the same axis. The file is written aside, then put in place."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -130,22 +168,51 @@ def plot_losses(results, path):
         smooth = [sum(losses[max(0, i - window + 1):i + 1]) / len(losses[max(0, i - window + 1):i + 1])
                   for i in range(len(losses))]
         style, width = styles.get(step, ("-", 1.5))
-        ax.plot(range(1, len(losses) + 1), smooth, style, linewidth=width,
+        ax.plot(pairs_seen(m), smooth, style, linewidth=width,
                 label=f"step {step} ({m['num_processes']} process{'es' if m['num_processes'] > 1 else ''}, "
                       f"{len(losses)} optimizer steps)")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("training loss (mean of the last 25 steps)")
+    ax.set_xlabel("training pairs seen, all processes together")
+    ax.set_ylabel("training loss (mean of the last 25 optimizer steps)")
     ax.set_title("Training loss of the four steps (embedded MRPC, batch 8 per process)")
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
+    aside = path.with_name(f".{path.name}.{os.getpid()}.png")
+    fig.savefig(aside)
     plt.close(fig)
+    os.replace(aside, path)
+
+
+def hold_output_dir(folder):
+    """Return an open lock on folder (its .lock file) for as long as this command runs, or
+    exit with one line naming the command that holds it: two course commands writing into one
+    folder would delete each other's results. The system lets the lock go when the process
+    ends, however it ends."""
+    import fcntl
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = open(folder / ".lock", "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "another command"
+        sys.exit(f"error: {holder} is writing into {folder}; wait for it to end, or pass "
+                 "another folder: make course ARGS=\"--output-dir outputs/course2\"")
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"make course (process {os.getpid()}, started at {time.strftime('%H:%M:%S')})")
+    lock.flush()
+    return lock
 
 
 def main():
     args, step_flags = parse_args()
     refuse_windows()
+    # the steps' own checks of their flags, now, in one line: before any step starts, and
+    # before an earlier run's results could be touched
+    from common.cli import parse_args as step_arguments
+    step_arguments([*step_flags, "--output-dir", args.output_dir])
+    lock = hold_output_dir(Path(args.output_dir))  # noqa: F841 (held until the command ends)
     gpus, tpu, mps, hardware = machine()
     launches = plan(gpus, tpu, args.processes, args.launcher, mps)
     order = rounds(launches, args.steps, cores())
@@ -159,7 +226,8 @@ def main():
                                 + (" side by side, one core each" if len(together) > 1 else "")
                                 for together in order))
     print()
-    runs = {step: StepRun(step, launches[step], step_flags, args.output_dir) for step in args.steps}
+    runs = {step: StepRun(step, launches[step], step_flags, Path(args.output_dir) / f"step{step}")
+            for step in args.steps}
     results, failed, ran = {}, False, []
     start = time.perf_counter()
     try:
@@ -192,6 +260,8 @@ def main():
         print(flush=True)  # the round's line, left open
         for step in stopped:
             print(f"  step {step}: {runs[step].finished() or 'finished'}", flush=True)
+            runs[step].metrics = None  # a stopped run is not a result, even if it wrote one
+            runs[step].keep()
         later = [str(s) for s in args.steps if s not in ran]
         running.end_command(stop, "the course was stopped"
                             + (f" during step{'s' if len(stopped) > 1 else ''} "

@@ -19,6 +19,8 @@ import re
 import signal
 import sys
 
+from common.launcher_exit import report_line, reports
+
 
 class Stopped(KeyboardInterrupt):
     """Raised by SIGTERM, as KeyboardInterrupt is by SIGINT (Ctrl-C)."""
@@ -106,6 +108,9 @@ def end_in_one_line(kind, value, traceback):
         port, reason = port_taken(value), lost_a_peer(value)
         if not (port or reason):
             return previous_excepthook(kind, value, traceback)
+        if reason and reports():  # another process of the run said why it stopped
+            sys.stdout.flush()
+            os._exit(1)
         if port:
             line = (f"port {port} is taken on this machine (another run, or another user's, "
                     "listens on it); run again with --port 0 to use a free port")
@@ -114,14 +119,16 @@ def end_in_one_line(kind, value, traceback):
             line = (f"process {rank} of {size} lost another process of this run ({reason}) and "
                     "stops too, with nothing written; the output of the process that stopped "
                     "first says why")
+        report_line(f"error: {line}", 1)
         print(f"\nerror: {line}", file=sys.__stderr__, flush=True)
         sys.stdout.flush()
         os._exit(1)
+    name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
+    line = f"stopped by {name} before the end of the run: no metrics were written"
+    report_line(line, 128 + signum)
     if os.environ.get("RANK", "0") == "0":
-        name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
         # the real stderr: torch.distributed's own excepthook, which calls this one, points
         # sys.stderr at a buffer while it runs, and this process ends before it prints that
-        print(f"\nstopped by {name} before the end of the run: no metrics were written",
-              file=sys.__stderr__, flush=True)
+        print(f"\n{line}", file=sys.__stderr__, flush=True)
     sys.stdout.flush()
     os._exit(128 + signum)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from common.errors import fail
 from common.interrupt import report_stops
+from common.launcher_exit import become_launcher
 
 # the fix to print: the course's own config file (configs/), which, given with --config_file,
 # is the only file accelerate launch reads, so a user's default config changes nothing
@@ -136,6 +137,16 @@ def launch_problem(script_joins_processes):
                     "process (without --multi_gpu, or a GPU for each process, it starts only one); "
                     f"run: {CPU_LAUNCH.format(n=asked or 2)} {this_command()}")
         return None
+    if "LOCAL_RANK" not in os.environ:
+        # every launcher (torchrun, accelerate launch, notebook_launcher) sets LOCAL_RANK too:
+        # WORLD_SIZE alone is an export left in the shell, and the run would wait for peers
+        # that never come
+        left = " ".join(name for name in ("WORLD_SIZE", "RANK", "LOCAL_WORLD_SIZE",
+                                          "MASTER_ADDR", "MASTER_PORT") if name in os.environ)
+        return (f"WORLD_SIZE={world_size} is set here, but no launcher started this script "
+                f"(launchers set LOCAL_RANK too): an export left in this shell? run: unset "
+                f"{left}; then the command again, or launch it: "
+                f"{CPU_LAUNCH.format(n=world_size)} {this_command()}")
     if not script_joins_processes:
         return (f"this script was launched as {world_size} processes, but it is the plain loop: "
                 "it never creates an Accelerator, so each process would train alone on all the "
@@ -251,3 +262,6 @@ def guard_launch(joins_processes, starts_processes=0):
         fail(problem)
     if "ipykernel" not in sys.modules:
         report_stops()
+        if starts_processes and notebook_launcher_starts_processes(starts_processes):
+            # the processes it starts say why they stop; it adds no traceback after them
+            become_launcher("notebook_launcher", watch=False)

@@ -96,6 +96,7 @@ def test_the_plain_loop_launched_on_two_processes_is_refused(tmp_path, monkeypat
     import runpy
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")  # a launcher's process (torchrun sets it)
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setattr(sys, "argv", [str(STEPS[1]), "--output-dir", str(tmp_path)])
     step = runpy.run_path(str(STEPS[1]), run_name="step1")
@@ -119,6 +120,7 @@ def test_the_launch_check_against_the_gpus_of_the_machine(monkeypatch, capsys, g
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("WORLD_SIZE", str(launched))
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(launched))
+    monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setattr(launch, "gpus_here", lambda: gpus)
     monkeypatch.setattr(launch, "torch_xla_installed", lambda: False)
