@@ -4,6 +4,8 @@ Run with `make xla-lane` (accelerate_course/maintain/xla_lane.sh), which builds 
 torch_xla 2.9.0. In the course's own environment (torch 2.13.0, no torch_xla) these tests
 skip. Training runs on one XLA device: two devices in the threads of one process never complete
 a collective on the CPU backend (test_two_threads_cannot_all_reduce_on_the_cpu_backend).
+The last tests evaluate behind torch_xla's read-ahead loader (tests/helpers/xla_gather.py):
+gather_for_metrics against the course's gather and cut by total_dataset_length.
 """
 
 import json
@@ -207,3 +209,111 @@ def test_on_one_device_the_epochs_last_short_batch_compiles_once_more(tmp_path):
     assert len(counts) == 459
     assert counts[2] == counts[-2] - 1 or counts[2] == counts[-2]  # no new shape in between
     assert counts[-1] == counts[-2] + 1  # the last batch, of 4 pairs: one more graph
+
+
+# ---- gather_for_metrics behind torch_xla's read-ahead loader (tests/helpers/xla_gather.py) ----
+# On XLA, prepare() returns an MpDeviceLoaderWrapper: a loader thread iterates Accelerate's
+# DataLoaderShard ahead of the loop, and sets the end flag that gather_for_metrics reads. The
+# helper evaluates 408 indexed rows (MRPC validation's size), pausing 0.02 s per batch as the
+# loop waits for a device's step. Figures: (rows, distinct, lost, duplicated) per batch size.
+XLA_GATHER = REPO / "tests" / "helpers" / "xla_gather.py"
+GATHER_BATCH_SIZES = [8, 32, 5, 24, 10]
+# one XLA device (run here): right, except at batch size 10 (41 batches), where the loader
+# thread holds the last batch, flag set, while the loop gathers batches 7 to 14 (8 batches of
+# 10 cut to the remainder, 8)
+ONE_DEVICE = {8: (408, 408, 0, 0), 32: (408, 408, 0, 0), 5: (408, 408, 0, 0),
+              24: (408, 408, 0, 0), 10: (392, 392, 16, 0)}
+# rank 0 of 2 (simulated): the padded tail is kept whenever 408 is not a multiple of twice the
+# batch size, and at batch size 5 (41 batches per device) 8 batches are cut as well
+RANK0_OF_2 = {8: (416, 408, 0, 8), 32: (448, 408, 0, 40), 5: (394, 392, 16, 2),
+              24: (432, 408, 0, 24), 10: (420, 408, 0, 12)}
+# the course's way: rows gathered before the cut by total_dataset_length (408)
+GATHERED = {"run": dict.fromkeys(GATHER_BATCH_SIZES, 408),
+            "simulated": {8: 416, 32: 448, 5: 410, 24: 432, 10: 420}}
+
+
+def gather_run(report, *flags):
+    result = run_command([sys.executable, XLA_GATHER, report,
+                          "--batch-sizes", *map(str, GATHER_BATCH_SIZES), *flags],
+                         PJRT_DEVICE="CPU")
+    assert_ok(result)
+    print("\n" + result.stdout)
+    return json.loads(report.read_text())
+
+
+def figures(result):
+    kept = result["gather_for_metrics"]
+    return kept["rows"], kept["distinct"], len(kept["lost"]), len(kept["duplicated"])
+
+
+def results_of(report, setting):
+    return [result for result in report["results"] if result["setting"] == setting]
+
+
+@pytest.fixture(scope="module")
+def gathered_behind_the_xla_loader(tmp_path_factory):
+    # every setting and batch size twice, to see that the figures repeat
+    return gather_run(tmp_path_factory.mktemp("gather") / "gather.json", "--repeats", "2")
+
+
+@pytest.mark.runs
+def test_gather_for_metrics_behind_the_xla_loader_on_one_device(gathered_behind_the_xla_loader):
+    report = gathered_behind_the_xla_loader
+    assert report["distributed_type"] == "DistributedType.XLA" and report["num_processes"] == 1
+    assert report["loader"] == "accelerate.data_loader.MpDeviceLoaderWrapper"
+    runs = results_of(report, "run")
+    assert len(runs) == 2 * len(GATHER_BATCH_SIZES)
+    for result in runs:
+        assert figures(result) == ONE_DEVICE[result["batch_size"]], result["batch_size"]
+        # the loader thread has always run end() before the loop gathers the last batch
+        assert not result["batches"][-1]["after"]["shard_active"]
+    at_10 = [result for result in runs if result["batch_size"] == 10]
+    for result in at_10:
+        assert result["batches_per_device"] == 41
+        assert result["batches_cut"] == list(range(7, 15))
+        # two rows of each of those batches lost: 78, 79, 88, 89, ..., 148, 149
+        assert result["gather_for_metrics"]["lost"] == [row for start in range(70, 150, 10)
+                                                        for row in (start + 8, start + 9)]
+
+
+@pytest.mark.runs
+def test_gather_for_metrics_behind_the_xla_loader_as_rank_0_of_2_simulated(
+        gathered_behind_the_xla_loader):
+    simulated = results_of(gathered_behind_the_xla_loader, "simulated")
+    assert len(simulated) == 2 * len(GATHER_BATCH_SIZES)
+    for result in simulated:
+        assert figures(result) == RANK0_OF_2[result["batch_size"]], result["batch_size"]
+        assert not result["batches"][-1]["after"]["shard_active"]
+        # the duplicates are the rows from the start of the split that padded the last batch
+        duplicated = result["gather_for_metrics"]["duplicated"]
+        assert duplicated == list(range(len(duplicated)))
+    at_5 = [result for result in simulated if result["batch_size"] == 5]
+    assert all(result["batches_cut"] == list(range(7, 15)) for result in at_5)
+
+
+@pytest.mark.runs
+def test_the_course_cut_keeps_each_pair_once_behind_the_xla_loader(gathered_behind_the_xla_loader):
+    for result in gathered_behind_the_xla_loader["results"]:
+        cut = result["course_cut"]
+        assert result["total_dataset_length"] == 408
+        assert cut["gathered"] == GATHERED[result["setting"]][result["batch_size"]]
+        assert (cut["rows"], cut["distinct"], cut["lost"], cut["duplicated"]) == (408, 408, [], [])
+
+
+@pytest.mark.runs
+def test_without_the_pause_only_the_course_cut_stays_exact(tmp_path):
+    # the loop no longer waits for a device's step, so it races the loader threads: what
+    # gather_for_metrics returns varies from run to run; the cut reads no state and does not
+    report = gather_run(tmp_path / "gather.json", "--repeats", "5", "--pause", "0")
+    spread = {}
+    for result in report["results"]:
+        cut = result["course_cut"]
+        assert (cut["rows"], cut["distinct"]) == (408, 408), (result["setting"], result["batch_size"])
+        spread.setdefault((result["setting"], result["batch_size"]), set()).add(figures(result))
+    print("gather_for_metrics without the pause (rows, distinct, lost, duplicated):\n" +
+          "\n".join(f"  {setting} {batch_size}: {sorted(seen)}"
+                    for (setting, batch_size), seen in spread.items()))
+    # at rank 0 of 2, where 408 is not a multiple of the gathered batch, the padded tail is
+    # kept in every run, whatever else the race cuts (once seen: 408 rows, 400 distinct)
+    for batch_size in (8, 32, 24, 10):
+        assert all(duplicated > 0 for *_, duplicated in spread[("simulated", batch_size)])
