@@ -25,6 +25,7 @@ from pathlib import Path
 from accelerate_course import running
 from accelerate_course.launching import cores, machine, plan, refuse_windows, rounds
 from accelerate_course.steps import FOLDERS, REPO
+from common.launch import settings_that_change_the_numbers
 
 IDENTICAL_FIELDS = ("predictions", "train_losses", "accuracy", "f1")
 # (earlier step, later step) -> None: must be identical; a number: |difference| of accuracy
@@ -125,16 +126,23 @@ def run_round(runs):
 
 def compare(earlier, later, tolerance):
     """Return (verdict, holds): 'identical', 'within 0.05 (largest difference 0.0123)', or
-    what differs."""
+    what differs, and which setting of the environment the later step read that the earlier
+    did not (the steps write them into metrics.json: common.launch.NEUTRAL)."""
     if all(earlier[f] == later[f] for f in IDENTICAL_FIELDS):
         return "identical", True
     largest = max(abs(earlier[f] - later[f]) for f in ("accuracy", "f1"))
     if tolerance is None:
         differing = [f for f in IDENTICAL_FIELDS if earlier[f] != later[f]]
-        return f"DIFFERS ({', '.join(differing)})", False
-    if largest <= tolerance:
+        verdict, holds = f"DIFFERS ({', '.join(differing)})", False
+    elif largest <= tolerance:
         return f"within {tolerance} (largest difference {largest:.4f})", True
-    return f"DIFFERS by {largest:.4f} (more than {tolerance})", False
+    else:
+        verdict, holds = f"DIFFERS by {largest:.4f} (more than {tolerance})", False
+    read = {name: value for name, value in later.get("environment", {}).items()
+            if earlier.get("environment", {}).get(name) != value}
+    if read:
+        verdict += " with " + ", ".join(f"{name}={value}" for name, value in read.items())
+    return verdict, holds
 
 
 def counts_hold(metrics, validation_size):
@@ -222,6 +230,9 @@ def main():
         settings = " ".join(f"{name}={value}" for name, value in launch.env.items())
         print(f"  step {step}  {launch.launcher:<18} {launch.where}"
               + (f"  [{settings}]" if settings else ""))
+    for name, value in settings_that_change_the_numbers().items():
+        print(f"  note: {name}={value} is set in this environment: the steps that make an "
+              "Accelerator read it (step 1 does not), so their numbers differ from the course's")
     print("  " + "; then ".join(" and ".join(f"step {s}" for s in together)
                                 + (" side by side, one core each" if len(together) > 1 else "")
                                 for together in order))
@@ -302,8 +313,12 @@ def main():
         plot = Path(args.output_dir) / "loss_curves.png"
         plot_losses(results, plot)
         print(f"training-loss curves: {plot}")
+    settings = settings_that_change_the_numbers()
     if failed:
-        print("\nA step failed or a comparison that must hold does not.")
+        print("\nA step failed or a comparison that must hold does not."
+              + (f" {', '.join(f'{n}={v}' for n, v in settings.items())} is set in this "
+                 "environment: the steps that make an Accelerator read it, step 1 does not; "
+                 "unset it for the course's comparisons" if settings else ""))
     sys.exit(1 if failed else 0)
 
 

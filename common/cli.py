@@ -3,6 +3,7 @@
 import argparse
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -160,6 +161,11 @@ def check_cache_folders():
                  f"{why}; {fix}")
 
 
+# the space a run's results may take: metrics.json of a full default run is about 45 KiB
+# (its 1,377 losses and 408 predictions), a course run's log about as much; with a margin
+NEEDED_SPACE = 1024 * 1024
+
+
 def check_output_dir(folder):
     """Exit with one error line unless metrics.json can be written into folder: a run that
     could not save its results is not started. Nothing is left behind: a folder that does not
@@ -179,6 +185,10 @@ def check_output_dir(folder):
     except OSError as error:
         fail(f"--output-dir {folder} cannot be written ({error.strerror or error}); pass a "
              "folder you can write to, such as outputs/run1")
+    free = shutil.disk_usage(existing).free
+    if free < NEEDED_SPACE:
+        fail(f"--output-dir {folder} has {free // 1024} KiB free, and a run's results need up to "
+             f"{NEEDED_SPACE // 1024} KiB; free some space or pass a folder on another disk")
     if (path / "metrics.json").is_dir():
         fail(f"{path / 'metrics.json'} is a folder; remove it or pass another --output-dir")
 

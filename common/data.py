@@ -69,6 +69,7 @@ def load_splits(name):
     check_dataset_name(name)
     folder = Path(name).resolve()
     what = f"dataset folder {name}"
+    check_files(folder, what)
     if any((folder / GLUE_TSV[split]).is_file() for split in NEEDED_SPLITS):
         return check_splits(load_glue_tsv(folder, what), what, read_as_glue_reads)
     try:
@@ -82,6 +83,44 @@ def load_splits(name):
              "json/jsonl or parquet) with columns sentence1, sentence2, label (or sentence, "
              "label), or GLUE's train.tsv and dev.tsv")
     return check_splits(raw, what, lambda split, row: locate_row(folder, split, row))
+
+
+# the files a folder's splits are read from, by their names' start (datasets' own patterns)
+SPLIT_NAMES = {"train": ("train",), "validation": ("validation", "valid", "dev", "val"),
+               "test": ("test",)}
+DATA_SUFFIXES = (".csv", ".json", ".jsonl", ".parquet", ".tsv")
+TEXT_SUFFIXES = (".csv", ".json", ".jsonl", ".tsv")
+
+
+def check_files(folder, what):
+    """Exit with one error line when a folder's files would be read other than as they look:
+    two files for one split (datasets would read one and ignore the other), splits in two
+    formats (datasets reads one format per folder), or a text file that is not UTF-8 (a
+    spreadsheet's export)."""
+    by_split = {}
+    for path in sorted(folder.iterdir()):
+        stem = path.name.split(".")[0].lower()
+        split = next((s for s, names in SPLIT_NAMES.items() if stem in names), None)
+        if split and path.suffix.lower() in DATA_SUFFIXES and path.is_file():
+            by_split.setdefault(split, []).append(path)
+    for split, paths in by_split.items():
+        if len(paths) > 1:
+            fail(f"{what} has {len(paths)} files for the {split} split "
+                 f"({', '.join(p.name for p in paths)}): only one would be read; keep one "
+                 "file per split")
+    formats = {p.suffix.lower().replace(".jsonl", ".json") for ps in by_split.values() for p in ps}
+    if len(formats) > 1 and not all(p.suffix == ".tsv" for p in by_split.get("train", [])):
+        names = ", ".join(p.name for ps in by_split.values() for p in ps)
+        fail(f"{what} holds its splits in several formats ({names}): datasets reads one format "
+             "per folder; save every split in the same format (csv, json lines or parquet)")
+    for path in (p for ps in by_split.values() for p in ps if p.suffix.lower() in TEXT_SUFFIXES):
+        data = path.read_bytes()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            line = data[:error.start].count(b"\n") + 1
+            fail(f"{what}: {path.name} is not UTF-8 (byte 0x{data[error.start]:02x} on line "
+                 f"{line}); save it as UTF-8 (in a spreadsheet: CSV UTF-8)")
 
 
 def load_glue_tsv(folder, what):

@@ -49,6 +49,12 @@ def gpus_here():
     return torch.cuda.device_count()
 
 
+def mps_here():
+    """Return True where Apple's GPU (mps) can be used."""
+    import torch
+    return torch.backends.mps.is_available()
+
+
 def free_port():
     """Return a TCP port on this machine that nothing listens on right now (for a launch on a
     shared machine, where the default 29500 may be another user's)."""
@@ -172,6 +178,37 @@ def launch_problem(script_joins_processes):
     return None
 
 
+# environment variables an Accelerator reads when it is made, which change what a step
+# computes, with the value that changes nothing (accelerate 1.15.0: state.py and
+# accelerator.py; accelerate launch sets the first ones from its config file, to these values
+# unless the file says otherwise): step 1 never reads them, steps 2 to 4 do
+NEUTRAL = {"ACCELERATE_MIXED_PRECISION": "no", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "1",
+           "ACCELERATE_DYNAMO_BACKEND": "no", "ACCELERATE_USE_DEEPSPEED": "false",
+           "ACCELERATE_USE_FSDP": "false", "ACCELERATE_USE_MEGATRON_LM": "false"}
+
+
+def settings_that_change_the_numbers():
+    """Return {name: value} of the NEUTRAL variables set here to another value."""
+    return {name: os.environ[name] for name, neutral in NEUTRAL.items()
+            if os.environ.get(name, "").strip().lower() not in ("", neutral)}
+
+
+def say_settings(on_cpu):
+    """Print one note per setting of the environment that changes this run's numbers (on the
+    main process): a run that silently computes something else looks like a wrong lesson."""
+    if os.environ.get("RANK", "0") != "0":
+        return
+    for name, value in settings_that_change_the_numbers().items():
+        if name == "ACCELERATE_MIXED_PRECISION" and value.lower() == "fp16" and on_cpu:
+            effect = (", but on a CPU Accelerate uses no fp16 (no autocast, no loss scaling): "
+                      "this run is in fp32")
+        else:
+            effect = (": Accelerate reads it, so this run's numbers differ from a run without "
+                      "it (step 1 never reads it)")
+        print(f"note: {name}={value} is set in this environment{effect}; unset {name} for "
+              "the course's own numbers", flush=True)
+
+
 WSL = ("on Windows, run the course in WSL (Windows Subsystem for Linux): in PowerShell, wsl "
        "--install; then, in its Ubuntu terminal, clone the course and run it there")
 
@@ -260,6 +297,9 @@ def guard_launch(joins_processes, starts_processes=0):
     problem = launch_problem(joins_processes) or start_problem(starts_processes)
     if problem:
         fail(problem)
+    if joins_processes:  # the steps that make an Accelerator
+        say_settings(on_cpu=flag_is_set("ACCELERATE_USE_CPU") or not (
+            gpus_here() or torch_xla_installed() or mps_here()))
     if "ipykernel" not in sys.modules:
         report_stops()
         if starts_processes and notebook_launcher_starts_processes(starts_processes):

@@ -134,10 +134,11 @@ def end_quietly(kind, value, traceback, previous=None):
 
 
 def quiet_after_a_report(handle):
-    """Wrap logging.Logger.handle: torch elastic's and Accelerate's records are dropped once a
+    """Wrap logging.Logger.handle: torch's launch records and Accelerate's are dropped once a
     launched process has said why it ended (they would follow its line with their own)."""
     def wrapped(self, record):
-        if record.name.startswith(("torch.distributed", "accelerate")) and reports():
+        if record.name.startswith(("torch.distributed", "torch.multiprocessing", "accelerate")) \
+                and reports():
             return False
         return handle(self, record)
     return wrapped

@@ -5,25 +5,47 @@ import os
 import tempfile
 from pathlib import Path
 
+from common.errors import fail
+from common.launch import settings_that_change_the_numbers
+
 
 def write_metrics(output_dir, args, results):
-    """Write the results dict plus the hyperparameters in args to <output_dir>/metrics.json,
-    and print where. The file is written to a temporary name in the same folder and renamed
-    into place, so a crash never leaves half a file. Returns the path written.
+    """Write the results dict plus the hyperparameters in args, and the environment's settings
+    that changed the numbers (common.launch: those the process's Accelerator read), to
+    <output_dir>/metrics.json, and print where.
+    The file is written to a temporary name in the same folder and renamed into place, so a
+    crash never leaves half a file and an earlier metrics.json stays until the new one is
+    whole. A folder that cannot take it (full, read-only) ends the run in one line. Returns
+    the path written.
     """
+    from accelerate.state import PartialState
     path = Path(output_dir) / "metrics.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    record = dict(results, hyperparameters=vars(args))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".metrics-", suffix=".json")
+    # the settings read by this process's Accelerator, if it made one (step 1 makes none)
+    record = dict(results, hyperparameters=vars(args),
+                  environment=settings_that_change_the_numbers() if PartialState._shared_state
+                  else {})
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".metrics-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(record, f, indent=1)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as an ordinary new file (mkstemp makes it private)
         os.replace(tmp, path)
+    except OSError as error:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        fail(f"{path} could not be written ({error.strerror or error}): the run's results are "
+             "lost, an earlier metrics.json there is as it was; free some space or pass another "
+             "--output-dir")
     except BaseException:
-        os.unlink(tmp)
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
         raise
     print(f"metrics written to {path}", flush=True)
     return path

@@ -88,6 +88,23 @@ def files(tmp_path, *names, text):
     return ["--dataset", str(folder)]
 
 
+def two_formats(tmp_path):
+    """A dataset folder with train.csv and validation.jsonl."""
+    flags = files(tmp_path, "train.csv", text="sentence1,sentence2,label\na,b,1\n")
+    write_jsonl(tmp_path / "data", "validation", pairs())
+    return flags
+
+
+def cp1252(tmp_path):
+    """A dataset folder whose csv files a spreadsheet saved in its Windows encoding."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for split in ("train", "validation"):
+        (folder / f"{split}.csv").write_bytes(
+            "sentence1,sentence2,label\n\u201cShares\u201d rose.,Stocks rose.,1\n".encode("cp1252"))
+    return ["--dataset", str(folder)]
+
+
 def file_as_output(tmp_path):
     (tmp_path / "taken").write_text("not a folder\n")
     return ["--output-dir", str(tmp_path / "taken")]
@@ -139,6 +156,13 @@ CASES = {
                                                             text='sentence1,sentence2,label\n"a,b,1\n'),
                                   "cannot load dataset folder <data>: Error tokenizing data. "
                                   "C error: EOF inside string starting at row 1"),
+    "train.csv beside train.jsonl": ("format", lambda t: (dataset(t), (t / "my-mrpc" / "train.csv").write_text(
+        "sentence1,sentence2,label\nShares rose.,Stocks rose.,1\n"), ["--dataset", str(t / "my-mrpc")])[-1],
+                                     "has 2 files for the train split (train.csv, train.jsonl): only one would be read"),
+    "splits in two formats": ("format", lambda t: two_formats(t),
+                              "holds its splits in several formats (train.csv, validation.jsonl)"),
+    "a spreadsheet's csv (cp1252)": ("format", lambda t: cp1252(t),
+                                     "train.csv is not UTF-8 (byte 0x93 on line 2); save it as UTF-8"),
     "an empty dataset folder": ("format", lambda t: (t.joinpath("empty").mkdir(), ["--dataset", str(t / "empty")])[-1],
                                 "cannot load dataset folder"),
     "checkpoint without weights": ("checkpoint", lambda t: checkpoint(t, without=["model.safetensors"]),

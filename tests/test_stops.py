@@ -97,7 +97,7 @@ def test_one_signal_stops_make_course(tmp_path, sig):
         to_group = False
 
     def ready(text):
-        logs = [folder / f"step{n}" / "train.log" for n in (1, 2)]
+        logs = [folder / f"step{n}.running" / "train.log" for n in (1, 2)]
         return all(log.exists() and progress(log.read_text()) for log in logs)
 
     code, output, left = stop_mid_run(command, ready, sig, to_group)
@@ -117,8 +117,10 @@ def test_one_signal_stops_make_course(tmp_path, sig):
         assert re.search(r"^make(\[\d+\])?: \*\*\* \[Makefile", output, re.M), output[-3000:]
     else:
         assert code == 128 + signal.SIGTERM
-    assert not (folder / "step3" / "train.log").exists()  # no later step started
+    assert not list(folder.glob("step3*"))  # no later step started
     assert not list(folder.glob("step*/metrics.json"))
+    # the stopped steps' logs are kept apart; no result is where a finished one would be
+    assert sorted(p.name for p in folder.glob("step*")) == ["step1.failed", "step2.failed"]
     assert "Traceback" not in output
     assert left == []
 
@@ -128,7 +130,7 @@ def test_sigterm_stops_make_course_during_step_3(tmp_path):
     folder = tmp_path / "course"
     command = [sys.executable, "-m", "accelerate_course.run_course", "--steps", "3", "4",
                "--output-dir", str(folder)]
-    log = folder / "step3" / "train.log"
+    log = folder / "step3.running" / "train.log"
     code, output, left = stop_mid_run(command, lambda text: log.exists()
                                       and progress(log.read_text()), signal.SIGTERM, False)
     assert code == 128 + signal.SIGTERM, output[-3000:]
@@ -136,7 +138,7 @@ def test_sigterm_stops_make_course_during_step_3(tmp_path):
         in output
     assert ("stopped by SIGTERM: the course was stopped during step 3; step 4 not started: no "
             "table, no plot") in output
-    assert not (folder / "step4" / "train.log").exists()
+    assert not list(folder.glob("step4*"))
     assert left == []
 
 

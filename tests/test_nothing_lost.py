@@ -1,0 +1,274 @@
+"""A finished run is never lost, and a bad input is one line under every launcher.
+
+Real processes throughout: make course's runner, the README's launches (accelerate launch with
+the course's config file, step 4's notebook_launcher), torchrun, and disks that are full or
+read-only (a tmpfs of this machine, mounted by the test; skipped where mounting is not
+allowed). Each case asserts the line a student reads last, the exit code, that no process is
+left, and that an earlier run's results are byte for byte as they were.
+"""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import psutil
+import pytest
+
+from conftest import REPO, STEPS, offline_env, read_metrics, step_command
+from accelerate_course.launching import accelerate_launch
+
+pytestmark = pytest.mark.runs
+RUNNER = [sys.executable, "-m", "accelerate_course.run_course"]
+
+
+def run(command, timeout=600, **env):
+    return subprocess.run(command, cwd=REPO, env=offline_env(**env), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def last_line(result):
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def bad_dataset(folder):
+    """A dataset folder whose third training pair has the label 2."""
+    folder.mkdir(parents=True)
+    rows = [{"sentence1": "Shares rose.", "sentence2": "Stocks rose.", "label": i % 2}
+            for i in range(6)]
+    rows[2]["label"] = 2
+    for split in ("train", "validation"):
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+@contextmanager
+def tmpfs(folder, options):
+    """Mount a tmpfs of this machine at folder (root only); skip the test where it cannot."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+# make course ------------------------------------------------------------------------------
+
+def test_a_typo_after_a_finished_run_keeps_its_results(tmp_path):
+    out = tmp_path / "course"
+    finished = run([*RUNNER, "--steps", "1", "--max-train-steps", "3", "--output-dir", str(out)])
+    assert finished.returncode == 0, finished.stdout[-2000:]
+    before = sha256(out / "step1" / "metrics.json")
+    start = time.monotonic()
+    typo = run([*RUNNER, "--steps", "1", "--max-train-steps", "3", "--output-dir", str(out),
+                "--dataset", "my-mrpc-typo"])
+    seconds = time.monotonic() - start
+    print(f"\nmetrics.json before the typo: {before}\n             after the typo:  "
+          f"{sha256(out / 'step1' / 'metrics.json')}\nthe typo's run: exit {typo.returncode} "
+          f"after {seconds:.1f} s: {last_line(typo)}")
+    assert typo.returncode == 1
+    assert (typo.stdout + typo.stderr).strip().splitlines() == [
+        "error: unknown dataset 'my-mrpc-typo': use 'embedded' (the default), 'embedded-sst2', "
+        "'glue' ('glue-mrpc'), 'glue-sst2', or a folder with train and validation files (csv, "
+        "json/jsonl or parquet, or GLUE's .tsv)"]  # no plan, no table: the flags come first
+    assert sha256(out / "step1" / "metrics.json") == before
+
+
+def test_a_failed_step_keeps_the_earlier_results_and_its_own_log_apart(tmp_path):
+    out = tmp_path / "course"
+    assert run([*RUNNER, "--steps", "1", "--max-train-steps", "3", "--output-dir",
+                str(out)]).returncode == 0
+    before = {p.name: sha256(p) for p in (out / "step1").iterdir()}
+    # a step that fails after it started: the dataset is read inside the step
+    failed = run([*RUNNER, "--steps", "1", "--max-train-steps", "3", "--output-dir", str(out),
+                  "--dataset", str(bad_dataset(tmp_path / "bad"))])
+    assert failed.returncode == 1
+    assert f"see {out / 'step1.failed' / 'train.log'}" in failed.stdout
+    assert {p.name: sha256(p) for p in (out / "step1").iterdir()} == before
+    assert "label 2 is not 0 or 1" in (out / "step1.failed" / "train.log").read_text()
+    assert not (out / "step1.running").exists()
+
+
+def test_a_second_course_command_in_the_same_folder_refuses_in_one_line(tmp_path):
+    out = tmp_path / "course"
+    first = subprocess.Popen([*RUNNER, "--steps", "1", "--max-train-steps", "20", "--output-dir",
+                              str(out)], cwd=REPO, env=offline_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "step1.running" / "train.log").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    second = run([*RUNNER, "--steps", "1", "--max-train-steps", "3", "--output-dir", str(out)])
+    output, _ = first.communicate(timeout=300)
+    assert second.returncode == 1
+    lines = (second.stdout + second.stderr).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: make course (process {first.pid}, "
+                                                   "started at "), lines
+    assert lines[0].endswith(f"is writing into {out}; wait for it to end, or pass another "
+                             'folder: make course ARGS="--output-dir outputs/course2"')
+    assert first.returncode == 0, output[-2000:]  # the first finished as if alone
+    assert len(read_metrics(out / "step1")["train_losses"]) == 20
+
+
+def test_a_setting_of_the_environment_that_changes_the_numbers_is_named(tmp_path):
+    result = run([*RUNNER, "--steps", "1", "2", "--max-train-steps", "3", "--output-dir",
+                  str(tmp_path / "course")], ACCELERATE_MIXED_PRECISION="bf16")
+    assert result.returncode == 1
+    row = next(line for line in result.stdout.splitlines() if line.startswith("2 "))
+    # bf16's products round otherwise: the losses differ (which other fields do as well
+    # depends on the processor's bf16 kernels), and the verdict names the setting
+    assert "DIFFERS (" in row and "train_losses" in row, row
+    assert row.endswith(") with ACCELERATE_MIXED_PRECISION=bf16"), row
+    assert ("  note: ACCELERATE_MIXED_PRECISION=bf16 is set in this environment: the steps that "
+            "make an Accelerator read it (step 1 does not)") in result.stdout
+    assert "ACCELERATE_MIXED_PRECISION=bf16 is set in this environment: the steps that make an " \
+           "Accelerator read it, step 1 does not" in result.stdout.splitlines()[-1]
+
+
+# disks ------------------------------------------------------------------------------------
+
+def test_a_full_disk_is_refused_before_anything_trains(tmp_path):
+    with tmpfs(tmp_path / "disk", "size=1m") as disk:
+        (disk / "fill").write_bytes(b"\0" * (1024 * 1024 - 64 * 1024))  # 64 KiB left
+        result = run(step_command(1, disk / "out", "--max-train-steps", "3"))
+        assert result.returncode == 1
+        assert (result.stdout + result.stderr).strip().splitlines() == [
+            f"error: --output-dir {disk / 'out'} has 64 KiB free, and a run's results need up "
+            "to 1024 KiB; free some space or pass a folder on another disk"]
+
+
+def test_results_that_do_not_fit_end_in_one_line_and_keep_the_earlier_ones(tmp_path):
+    from common.output import write_metrics
+    from argparse import Namespace
+    with tmpfs(tmp_path / "disk", "size=256k") as disk:
+        (disk / "out").mkdir()
+        (disk / "out" / "metrics.json").write_text('{"accuracy": 0.5}\n')
+        (disk / "fill").write_bytes(b"\0" * (200 * 1024))
+        with pytest.raises(SystemExit) as stop:  # more than the disk has left
+            write_metrics(disk / "out", Namespace(seed=42), {"train_losses": [0.5] * 20000})
+        assert str(stop.value) == (
+            f"error: {disk / 'out' / 'metrics.json'} could not be written (No space left on "
+            "device): the run's results are lost, an earlier metrics.json there is as it was; "
+            "free some space or pass another --output-dir")
+        assert (disk / "out" / "metrics.json").read_text() == '{"accuracy": 0.5}\n'
+        assert sorted(p.name for p in (disk / "out").iterdir()) == ["metrics.json"]
+
+
+def test_a_read_only_folder_is_refused_in_one_line(tmp_path):
+    with tmpfs(tmp_path / "ro", "ro,size=64k") as folder:
+        step = run(step_command(1, folder / "out", "--max-train-steps", "3"))
+        course = run([*RUNNER, "--steps", "1", "--output-dir", str(folder / "course")])
+    for result, flag in ((step, folder / "out"), (course, folder / "course")):
+        assert result.returncode == 1
+        assert (result.stdout + result.stderr).strip().splitlines() == [
+            f"error: --output-dir {flag} cannot be written (Read-only file system); pass a "
+            "folder you can write to, such as outputs/run1"]
+
+
+# launchers --------------------------------------------------------------------------------
+
+def test_a_bad_input_under_the_readme_launches_ends_with_the_courses_line(tmp_path):
+    # step 3 as the README launches it, step 4 as the README runs it: the course's one line
+    # is the last the student reads (no launcher traceback, no elastic report after it)
+    data = bad_dataset(tmp_path / "bad")
+    flags = ["--dataset", str(data), "--output-dir", str(tmp_path / "out")]
+    launches = {3: (accelerate_launch(2) + [str(STEPS[3]), *flags], {"ACCELERATE_USE_CPU": "1"}),
+                4: ([sys.executable, str(STEPS[4]), *flags], {})}
+    started = {step: subprocess.Popen(words, cwd=REPO, env=offline_env(**env),
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for step, (words, env) in launches.items()}
+    for step, process in started.items():
+        output = process.communicate(timeout=300)[0]
+        print(f"\nstep {step}, whole output:\n{output}")
+        lines = [line for line in output.splitlines() if line.strip()]
+        assert process.returncode == 1
+        assert lines[-1] == (f"error: dataset folder {data}: train split, line 3 of train.jsonl: "
+                             "label 2 is not 0 or 1 (MRPC's labels: 1 = paraphrase, 0 = not); "
+                             "write every label as 0 or 1")
+        assert [line for line in lines if line.startswith("error")] == [lines[-1]]
+        assert "Traceback" not in output and "ChildFailedError" not in output
+    assert not (tmp_path / "out").exists()
+
+
+def test_accelerate_launch_without_the_courses_config_ends_in_one_line(tmp_path):
+    # the number of processes without --config_file (accelerate starts one); and a default
+    # config file of the user's that asks for DeepSpeed, which is not installed here
+    home = tmp_path / "hf"
+    (home / "accelerate").mkdir(parents=True)
+    (home / "accelerate" / "default_config.yaml").write_text(
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n"
+        "  zero_stage: 2\nnum_processes: 2\nnum_machines: 1\nmachine_rank: 0\n"
+        "mixed_precision: 'no'\n")
+    out = tmp_path / "out"
+    launch = [sys.executable, "-m", "accelerate.commands.launch"]
+    one = run([*launch, "--num_processes", "2", str(STEPS[3]), "--output-dir", str(out)])
+    deepspeed = run([*launch, str(STEPS[3]), "--output-dir", str(out)], HF_HOME=str(home))
+    assert one.returncode == 1 and "Traceback" not in one.stdout + one.stderr
+    assert last_line(one).startswith("error: accelerate launch was asked for 2 processes but "
+                                     "started this script as one process")
+    assert deepspeed.returncode == 1 and "Traceback" not in deepspeed.stdout + deepspeed.stderr
+    assert last_line(deepspeed) == (
+        f"error: accelerate launch read your own config file ({home / 'accelerate' / 'default_config.yaml'}, "
+        "distributed_type DEEPSPEED) and stopped: DeepSpeed is not installed => run `pip3 "
+        "install deepspeed` or build it from source; the course names its own file, which is "
+        "then the only one read: ACCELERATE_USE_CPU=1 accelerate launch --config_file "
+        "configs/cpu-2-processes.yaml ...")
+    assert not out.exists()
+
+
+def test_a_world_size_left_in_the_shell_is_refused_in_one_line(tmp_path):
+    result = run(step_command(3, tmp_path / "out", "--max-train-steps", "3"), WORLD_SIZE="2",
+                 RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="29999", timeout=120)
+    assert result.returncode == 1
+    assert (result.stdout + result.stderr).strip().splitlines() == [
+        "error: WORLD_SIZE=2 is set here, but no launcher started this script (launchers set "
+        "LOCAL_RANK too): an export left in this shell? run: unset WORLD_SIZE RANK MASTER_ADDR "
+        "MASTER_PORT; then the command again, or launch it: ACCELERATE_USE_CPU=1 accelerate "
+        f"launch --config_file configs/cpu-2-processes.yaml --num_processes 2 {STEPS[3]} "
+        f"--output-dir {tmp_path / 'out'} --max-train-steps 3"]
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate launch"])
+def test_ctrl_c_stops_a_launch_that_waits_for_a_machine_within_seconds(tmp_path, launcher):
+    # machine 0 of 2; machine 1 never comes: the launcher waits in its rendezvous (torchrun's
+    # static rendezvous: 600 s), where Python's own Ctrl-C is not acted on
+    from common.launch import free_port
+    port = str(free_port())
+    if launcher == "torchrun":
+        words = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank",
+                 "0", "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port", port]
+    else:
+        words = accelerate_launch(2) + ["--num_machines", "2", "--machine_rank", "0",
+                                        "--main_process_ip", "127.0.0.1",
+                                        "--main_process_port", port]
+    process = subprocess.Popen([*words, str(STEPS[3]), "--output-dir", str(tmp_path / "out")],
+                               cwd=REPO, env=offline_env(ACCELERATE_USE_CPU="1"),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    time.sleep(15)  # past its imports: waiting for machine 1
+    family = [process.pid, *(p.pid for p in psutil.Process(process.pid).children(recursive=True))]
+    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C, as a terminal sends it
+    start = time.monotonic()
+    output = process.communicate(timeout=120)[0]
+    seconds = time.monotonic() - start
+    print(f"\n{launcher} stopped {seconds:.1f} s after Ctrl-C:\n{output.strip()}")
+    assert process.returncode == 130
+    assert seconds < 20  # the course gives a launcher 10 s to end by itself
+    assert output.strip().splitlines()[-1] == (
+        f"stopped by Ctrl-C (SIGINT): {launcher} had not ended 10 s later (waiting for another "
+        "machine?), so it was ended with its processes; no metrics were written")
+    assert "Traceback" not in output
+    assert not [pid for pid in family if psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
