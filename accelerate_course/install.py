@@ -166,7 +166,16 @@ def main():
             print("  " + " ".join(command[1:]))
         return
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        if not os.access(venv.parent, os.W_OK):
+            sys.exit(f"error: {venv.parent} cannot be written, and the course makes its "
+                     f"environment there ({args.venv}); clone the course into a folder you can "
+                     "write to, such as your home folder")
+        made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True,
+                              text=True)
+        if made.returncode != 0:
+            reason = (made.stderr.strip().splitlines() or ["no reason given"])[-1]
+            sys.exit(f"error: python -m venv could not make {args.venv}: {reason}; on Debian "
+                     "and Ubuntu, install the venv module: sudo apt install python3-venv")
     for command in commands:
         done = subprocess.run(command)
         if done.returncode != 0:

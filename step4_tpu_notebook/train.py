@@ -8,20 +8,24 @@ Read:  README.md beside this file (the lesson); make lesson STEP=N shows the les
 import copy
 import time
 
-import evaluate
-import torch
-from accelerate import Accelerator, notebook_launcher
-from accelerate.utils import DistributedType, is_torch_xla_available
-from torch.optim import AdamW
-from tqdm.auto import tqdm
-from transformers import AutoModelForSequenceClassification, get_scheduler, set_seed
+try:  # the course's packages: in the environment make install made
+    import evaluate
+    import torch
+    from accelerate import Accelerator, notebook_launcher
+    from accelerate.utils import DistributedType, is_torch_xla_available
+    from torch.optim import AdamW
+    from tqdm.auto import tqdm
+    from transformers import AutoModelForSequenceClassification, get_scheduler, set_seed
 
-from common.checkpoint import load_tokenizer, resolve_checkpoint
-from common.cli import parse_args
-from common.launch import free_port, guard_launch
-from common.data import get_dataloaders, load_splits
-from common.metric import GLUE_MRPC_METRIC
-from common.output import write_metrics
+    from common.checkpoint import load_tokenizer, resolve_checkpoint
+    from common.cli import parse_args
+    from common.launch import free_port, guard_launch
+    from common.data import get_dataloaders, load_splits
+    from common.metric import GLUE_MRPC_METRIC
+    from common.output import write_metrics
+except ModuleNotFoundError as missing:  # another Python: one line, not a traceback
+    raise SystemExit(f"error: {missing}; run the course in its environment (source "
+                     ".venv/bin/activate), or in a notebook its setup cell first")
 
 
 # %%
