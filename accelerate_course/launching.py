@@ -80,9 +80,10 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False, xla=Non
     cpu_env = {} if on_gpus else {"ACCELERATE_USE_CPU": "1", **one_thread, **no_xla, **hidden}
     single = ("1 process on GPU 0" if gpus and not tpu else
               "1 process on Apple's GPU (mps)" if mps and not tpu else "1 process on the CPU")
-    # on a CUDA GPU, steps 1 and 2 are identical only with deterministic kernels: the
-    # attention's backward (memory-efficient SDPA) adds in a varying order unless PyTorch's
+    # on a CUDA GPU, deterministic kernels make steps 1 and 2 identical by construction: the
+    # attention's backward (memory-efficient SDPA) may add in a varying order unless PyTorch's
     # deterministic mode is on (attention_backward.cu), and cuBLAS needs a fixed workspace
+    # (an H200 gave identical backward passes without it: docs/gpu.md)
     on_gpu = bool(gpus) and not tpu
     deterministic = ["--deterministic"] if on_gpu else []
     if on_gpu:

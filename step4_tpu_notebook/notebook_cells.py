@@ -25,8 +25,10 @@
 #   BERT and data: the notebook runs offline there too). If it upgraded a package this kernel
 #   had already loaded, it asks you to restart the runtime and run the notebook again; where
 #   it cannot go on, it says why in one line and stops there;
-# - **with a TPU attached**: it sets `PJRT_DEVICE=TPU`, which, with the Colab or Kaggle
-#   environment, is what makes `notebook_launcher` take its TPU branch.
+# - **with a TPU attached**: it sets `PJRT_DEVICE=TPU`. In Colab or Kaggle, `notebook_launcher`
+#   takes its TPU branch when that is set. Where torch_xla is installed, importing accelerate
+#   imports it, and torch_xla sets `PJRT_DEVICE=TPU` itself when it finds libtpu and a TPU
+#   chip: the cell's line then changes nothing, and its output shows the choice.
 
 # %%
 # source: written by accelerate_course/maintain/build_notebook.py
@@ -160,7 +162,8 @@ print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), refe
 # - **On a TPU, each core takes its own copy of the model and seeds its own generator.** On
 #   TPU v2 and v3 the threads of one process all receive the one model object, and
 #   `prepare()` moves the model it is given to its core in place: without a copy, one core
-#   would train the weights another core moved (accelerate issue #3126). Dropout on the TPU
+#   would train the weights another core moved (accelerate issue #3126). Each process makes
+#   its copy in host memory: 8 copies on a Kaggle v5e-8, one per chip. Dropout on the TPU
 #   draws from the core's random generator, which transformers' `set_seed` in `main()` does
 #   not seed. Accelerate's `accelerate.utils.set_seed` does (`xm.set_rng_state`), but in
 #   `main()` it would start the TPU runtime before the launch, and in the function it would
@@ -170,7 +173,9 @@ print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), refe
 #   notebook has already created one, `notebook_launcher` refuses to launch on a TPU and on
 #   several processes ("the `Accelerator` should only be initialized inside your training
 #   function"): restart the runtime. (On the branches that run the function in this process,
-#   a CPU or one GPU in Colab, it does not check.)
+#   a CPU or one GPU in Colab, or `"num_processes": 1`, it does not check.) After such a run in
+#   this process, the kernel keeps Accelerate's state: a later launch of several processes
+#   refuses with the same line until you restart the runtime.
 # - **The model is created outside it**, once, in `main()`, and passed in: it is loaded (or
 #   downloaded) once, its new head gets its random weights from one seed, and every process
 #   starts from that copy. Keep it on the CPU until the launch: torch_xla refuses to start
@@ -187,7 +192,8 @@ print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), refe
 #   the losses stay on the device and are read once, after training.
 #
 # With no GPU or TPU, `Accelerator(cpu=True)` makes the launched processes one group on the
-# CPU; without it, each would train alone on all the data.
+# CPU; without it, each would train alone on all the data. The condition sends a Mac with
+# Apple silicon to the CPU too: its GPU (mps) is neither CUDA nor XLA.
 
 # %%
 # train.py: cell 2
@@ -204,19 +210,23 @@ print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), refe
 #   see anything else, the TPU branch was not taken: check that the setup cell found the TPU
 #   (`PJRT_DEVICE=TPU`);
 # - on a CPU (a laptop, this copy): `Launching training on 2 CUDAs.` (Accelerate names CUDA
-#   for any machine without another accelerator), a warning from each process that Accelerate
-#   gives it one thread (`OMP_NUM_THREADS`), then `MULTI_CPU  Backend: gloo`, `Num
+#   for any machine without another accelerator), a warning from each process that
+#   `OMP_NUM_THREADS` was unset and Accelerate set its threads (the physical cores divided by
+#   the processes: 1 on this copy's 2 cores), then `MULTI_CPU  Backend: gloo`, `Num
 #   processes: 2`;
 # - on Colab without a TPU, with a CPU or one GPU (T4): `Launching training on one CPU.` or
-#   `on one GPU.`, and the function runs once, in this notebook's process;
+#   `on one GPU.`, and the function runs once, in this notebook's process, whatever
+#   `num_processes` says: `DistributedType.NO`, one process that takes every batch, 1,377
+#   optimizer steps instead of 690. The kernel then keeps Accelerate's state (above);
 # - on Kaggle with two GPUs (T4 x2, Kaggle's GPU runtime): `DistributedType.MULTI_GPU`, one
 #   process per GPU (nccl);
 # - on a machine with one GPU and 2 processes asked for: first `note: 2 processes asked for
 #   and 1 GPU here ...`, then the 2 processes on the CPU (gloo): two processes cannot share
 #   one GPU. `"num_processes": 1` trains in one process on the GPU instead.
 #
-# (The GPU and TPU lines are read in Accelerate's sources and simulated here, not yet run on
-# a GPU or a TPU.)
+# (The TPU lines are read in Accelerate's sources and simulated here, not run on a TPU. Of
+# the GPU lines, one NVIDIA H200 ran step 4's script with one process on the GPU; the others
+# are simulated: `docs/gpu.md`.)
 
 # %%
 # train.py: cell 3

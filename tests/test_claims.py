@@ -48,7 +48,8 @@ def test_a_checkpoint_folder_without_tokenizer_files_gives_a_tokenizer_of_nothin
 
 def test_accelerate_makes_no_grad_scaler_for_fp16_on_a_cpu():
     # accelerator.backward scales the loss only through a GradScaler, which Accelerate
-    # creates for fp16 on a GPU (and other accelerators), not on a CPU
+    # creates for fp16 on a GPU (and other accelerators), not on a CPU; and no autocast
+    # either (native_amp is for fp16 off the CPU only): fp16 on a CPU is a float32 run
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState, GradientState
     AcceleratorState._reset_state(reset_partial_state=True)  # a fresh process, as it were
@@ -56,6 +57,9 @@ def test_accelerate_makes_no_grad_scaler_for_fp16_on_a_cpu():
         accelerator = Accelerator(mixed_precision="fp16", cpu=True)
         assert accelerator.scaler is None
         assert accelerator.gradient_accumulation_steps == 1
+        assert not accelerator.native_amp
+        model = accelerator.prepare(torch.nn.Linear(4, 4))
+        assert model(torch.ones(2, 4)).dtype == torch.float32  # no autocast around forward
     finally:
         AcceleratorState._reset_state(reset_partial_state=True)
         GradientState._reset_state()

@@ -1,5 +1,5 @@
 """The invariants lab (accelerate_course/invariants.py): what stays the same when a run is
-scaled, measured. Each row of the tables on the lesson pages is checked here from the runs
+scaled, measured. Each row of the tables on docs/invariants.md is checked here from the runs
 themselves: gradient accumulation against more processes, saving and resuming in a new
 launch, the logged loss reduced across processes, bf16 autocast; and the learning rate
 against the global batch, which is not an invariant and is reported as measured."""

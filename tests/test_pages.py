@@ -17,6 +17,7 @@ import pytest
 from accelerate_course.steps import FOLDERS
 
 REPO = Path(__file__).resolve().parent.parent
+# the front door and each lesson's page (the step folders: accelerate_course/steps.py)
 PAGES = ["README.md", *(f"{folder}/README.md" for folder in FOLDERS.values())]
 MEAN, LONGEST = 20, 40
 # idioms a plain word says better, as they were found on the pages and in the grader

@@ -5,7 +5,8 @@
                                                   invariants tables, measured now: make readme WHATIF=1)
     python -m accelerate_course.maintain.update_readme --check         (exit 1 if a diff is stale)
 
-A generated block sits between two markers, on any of PAGES:
+A generated block sits between two markers, on any of PAGES (the README, each lesson's page,
+docs/invariants.md, docs/teaching.md, docs/classroom.md):
     <!-- BEGIN diff step1_plain_loop step2_accelerate -->  ...  <!-- END diff -->
 holds the lesson from the first step to the second as a unified diff, in a ```diff block
 (accelerate_course/steps.py's lesson_diff);
@@ -17,7 +18,7 @@ what each check of the grader is worth (accelerate_course/check.py's POINTS);
     <!-- BEGIN whatif 3 -->  ...  <!-- END whatif -->
 holds step 3's what-if table and its variants' notes, and
     <!-- BEGIN invariants 3 -->  ...  <!-- END invariants -->
-its invariants table, and (on the teacher's page)
+its invariants table (on docs/invariants.md), and (on the teacher's page)
     <!-- BEGIN questions 3 -->  ...  <!-- END questions -->
 the questions to ask a class before a run, one per what-if, each with its measured answer:
 only a run can measure them (accelerate_course/lab.py's what_if), and
@@ -37,7 +38,8 @@ from accelerate_course.steps import FOLDERS, REPO, lesson_diff
 
 README = REPO / "README.md"
 PAGES = [README, *(REPO / folder / "README.md" for folder in FOLDERS.values()),
-         REPO / "docs" / "teaching.md", REPO / "docs" / "classroom.md"]
+         REPO / "docs" / "invariants.md", REPO / "docs" / "teaching.md",
+         REPO / "docs" / "classroom.md"]
 BLOCK = re.compile(r"(<!-- BEGIN diff (\S+) (\S+) -->\n)(.*?)(<!-- END diff -->)", re.S)
 WHATIF = re.compile(r"(<!-- BEGIN whatif (\d) -->\n)(.*?)(<!-- END whatif -->)", re.S)
 INVARIANTS = re.compile(r"(<!-- BEGIN invariants (\d) -->\n)(.*?)(<!-- END invariants -->)",
