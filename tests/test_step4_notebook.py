@@ -247,3 +247,31 @@ def test_8_gloo_processes_standing_in_for_8_chips_gather_448_and_keep_408(tmp_pa
     metrics = read_metrics(tmp_path)
     assert metrics["num_processes"] == 8
     assert (metrics["eval_gathered"], metrics["eval_samples"]) == (448, 408)
+
+
+@pytest.mark.runs
+def test_a_second_launch_after_an_in_process_run_refuses(tmp_path):
+    # in a real Jupyter kernel: notebook_launcher with one process runs the function in the
+    # kernel's own process (as on Colab with a CPU or one GPU); the Accelerator it made stays
+    # in the kernel, so a launch of 2 processes then refuses, end_training() or not, until
+    # the kernel restarts (accelerate 1.15.0 launchers.py:174-179)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in [
+        "from accelerate import Accelerator, notebook_launcher\n"
+        "def function():\n"
+        "    accelerator = Accelerator(cpu=True)\n"
+        "    accelerator.print(f'{accelerator.num_processes} process(es)')\n"
+        "    accelerator.end_training()",
+        "notebook_launcher(function, num_processes=1)",
+        "try:\n"
+        "    notebook_launcher(function, num_processes=2)\n"
+        "except ValueError as refused:\n"
+        "    print('refused:', refused)",
+    ]])
+    client = NotebookClient(notebook, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    said = ["".join(o.get("text", "") for o in cell.get("outputs", [])) for cell in notebook.cells]
+    assert said[1].strip().endswith("1 process(es)")
+    assert said[2].startswith("refused: To launch a multi-device training from your notebook, the "
+                              "`Accelerator` should only be initialized inside your training "
+                              "function."), said[2]
