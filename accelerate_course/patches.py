@@ -48,7 +48,8 @@ def apply_patch(patch_path, text):
     """Return text with the unified diff in patch_path applied. A hunk is found by its code
     lines alone (context and removed lines without their comments, comment-only and blank
     lines skipped): a comment of the step can be mended without touching a patch. The step's
-    own comments are kept; the patch's added lines go in as written. Raises PatchError naming
+    own comments are kept; the patch's added lines go in as written, indented as the step's
+    code around them now is. Raises PatchError naming
     the patch when a hunk's code is no longer in the step."""
     lines = text.splitlines(keepends=True)
     hunks = re.split(r"^@@ [^\n]*@@\n", Path(patch_path).read_text(), flags=re.M)[1:]
@@ -76,9 +77,15 @@ def apply_patch(patch_path, text):
         out += lines[done:code_at[start]]
         done = code_at[start]
         matched = start
+        # where the step's code now sits deeper or shallower than the patch's (an import
+        # block moved into a try:), the added lines move with it
+        pairs = [(line, lines[code_at[start + k]]) for k, line in
+                 enumerate(line for kind, line in body if kind != "+" and code_of(line))]
+        shifts = [indent(step_line) - indent(patch_line) for patch_line, step_line in pairs]
+        shift = shifts[0]
         for kind, line in body:
             if kind == "+":
-                out.append(line)
+                out.append(shifted(line, shift))
             elif not code_of(line):
                 # a comment or blank line: followed where the step still has it there (kept
                 # as context, left out as removed), else passed over
@@ -91,10 +98,23 @@ def apply_patch(patch_path, text):
                 # context: the step's lines up to this one, comments and all; removed: the
                 # comments above it stay, the line goes
                 out += lines[done:at + 1] if kind == " " else lines[done:at]
+                shift = shifts[matched - start]
                 done, matched = at + 1, matched + 1
         offset = matched
     return "".join(out + lines[done:])
 
+
+
+def indent(line):
+    """Return the number of spaces a line starts with."""
+    return len(line) - len(line.lstrip(" "))
+
+
+def shifted(line, shift):
+    """Return line moved right (shift > 0) or left by shift spaces (a blank line unchanged)."""
+    if not line.strip():
+        return line
+    return " " * shift + line if shift >= 0 else line[min(-shift, indent(line)):]
 
 
 def variant_scripts(step, names=None, folder=None):

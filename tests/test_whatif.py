@@ -27,6 +27,7 @@ def test_every_patch_applies_to_todays_step(step, name):
     text = STEPS[step].read_text()
     patched = patches.apply_patch(variant.path, text)
     assert patched != text
+    compile(patched, str(variant.path), "exec")  # it runs: its lines sit in the step's blocks
     # a variant changes one lesson line or a few; the unwrapped main-process evaluation is the
     # seed notebook's "standard evaluation loop" in place of the lesson's: it takes out the
     # gather and the cut too (13 changed lines)
