@@ -1,12 +1,19 @@
 """What the step 4 notebook's setup cell installs, decided by one function for any runtime.
 
-The setup cell runs before the course is installed, so accelerate_course/maintain/build_notebook.py puts this
-function's own source in it (with tpu_chips from common/tpu.py); tests run the same function
-for each runtime a class opens the notebook on (tests/test_notebook_setup.py), and
-docs/notebook-setup.md shows its answers.
+The setup cell installs the course itself first (it needs no other package), then calls
+set_up(), which asks install_plan what this runtime lacks and installs it. Tests run
+install_plan for each runtime a class opens the notebook on (tests/test_notebook_setup.py),
+and docs/notebook-setup.md shows its answers.
 """
 
+import importlib
+import importlib.metadata
+import os
 import subprocess
+import sys
+import warnings
+
+from common.tpu import tpu_chips
 
 TORCH_XLA = "2.9.0"  # torch_xla's newest release on PyPI; torch must be the same release
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -67,10 +74,10 @@ def install_plan(python, installed, tpu, hosted, course_found, course_source, pi
                      + " at the course's versions (numpy, pandas and pyarrow stay the runtime's "
                      "unless these need newer ones)")
     if not course_found and not course_source:
-        return [], [], ("the course itself is not installed here, and the cell above names no "
-                        "COURSE_SOURCE: type there where the course is published, as "
+        return [], [], ("the course itself is not installed here, and this cell names no "
+                        "COURSE_SOURCE: type at its top where the course is published, as "
                         'COURSE_SOURCE = "git+https://github.com/<owner>/<course>@<tag>", and '
-                        "run both cells again")
+                        "run it again")
     if not course_found:
         commands.append([course_source])
         notes.append(f"installs the course from {course_source}")
@@ -95,3 +102,58 @@ def upgraded_in_this_kernel(before, after, imported):
     version changed (before/after: {name: version}; imported: the names of the modules
     loaded in this process). Their old code stays loaded until the runtime restarts."""
     return sorted(name for name in before if name in imported and before[name] != after.get(name))
+
+
+class SetupStopped(Exception):
+    """The notebook cannot go on here: one line says why (IPython shows it without a
+    traceback, and Run all stops at this cell)."""
+
+    def _render_traceback_(self):
+        return [f"setup: {self}"]
+
+
+def installed_versions(names):
+    """Return {distribution name: version} of those names installed here."""
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def set_up(pins, course_source, course_found):
+    """The setup cell's work, after it installed the course: install what this runtime lacks
+    (install_plan), say one `setup:` line per decision, and stop in one line (SetupStopped)
+    where the notebook cannot go on. pins: the course's "name==version" pins the notebook
+    imports; course_source: the cell's COURSE_SOURCE; course_found: whether the course was
+    installed before the cell ran."""
+    hosted = "google.colab" in sys.modules or any(k.startswith("KAGGLE") for k in os.environ)
+    watched = ["torch", "torch_xla", "numpy", "pandas", "pyarrow", "scikit-learn",
+               *(pin.split("==")[0] for pin in pins if not pin.startswith("torch=="))]
+    tpu = tpu_chips()  # a TPU chip on the PCI bus, found as torch_xla finds one
+    before = installed_versions(watched)
+    commands, notes, stop = install_plan(sys.version_info[:2], before, tpu, hosted,
+                                         course_found, course_source, pins)
+    if stop:
+        raise SetupStopped(stop)
+    failed = run_installs(commands, sys.executable)
+    if failed:
+        raise SetupStopped(failed)
+    importlib.invalidate_caches()
+    for note in notes:
+        print("setup:", note)
+    loaded = {name for name in before
+              if {"scikit-learn": "sklearn"}.get(name, name.replace("-", "_")) in sys.modules}
+    upgraded = upgraded_in_this_kernel(before, installed_versions(watched), loaded)
+    if upgraded:
+        raise SetupStopped("upgraded " + ", ".join(upgraded) + ", which this kernel had already "
+                           "loaded: restart the runtime (Colab: Runtime > Restart session; "
+                           "Kaggle: Run > Restart & clear cell outputs), then run the notebook "
+                           "again from the top (this cell will then find everything installed)")
+    if tpu:  # with Colab or Kaggle: notebook_launcher's TPU branch
+        os.environ.setdefault("PJRT_DEVICE", "TPU")
+    # tqdm's notebook bars need ipywidgets; without them it warns once and draws text bars
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    print("TPU chips:", tpu or "none", "| PJRT_DEVICE:", os.environ.get("PJRT_DEVICE"))

@@ -14,9 +14,9 @@
 # %% [markdown]
 # ## Setup
 #
-# Run the next two cells first. The first says where the course is installed from; the
-# second installs what this runtime lacks and says, in one `setup:` line per decision, what
-# it kept and what it installed ([its answer for each runtime](DOCS/notebook-setup.md)):
+# Run the next cell first. It installs the course and what this runtime lacks, and says, in
+# one `setup:` line per decision, what it kept and what it installed ([its answer for each
+# runtime](DOCS/notebook-setup.md)):
 # - **in the course's folder** (a laptop, after `make install`, with the `.venv` kernel): it
 #   finds everything already there and changes nothing;
 # - **on Colab or Kaggle**: it keeps the runtime's torch (on a TPU runtime, its torch and
@@ -29,9 +29,6 @@
 #   takes its TPU branch when that is set. Where torch_xla is installed, importing accelerate
 #   imports it, and torch_xla sets `PJRT_DEVICE=TPU` itself when it finds libtpu and a TPU
 #   chip: the cell's line then changes nothing, and its output shows the choice.
-
-# %%
-# source: written by accelerate_course/maintain/build_notebook.py
 
 # %%
 # setup: written by accelerate_course/maintain/build_notebook.py
@@ -77,82 +74,6 @@ args = parse_args()
 print(args)
 
 # %% [markdown]
-# ## Load the data
-#
-# Three splits, with `sentence1`, `sentence2`, `label` (1 = paraphrase) and `idx`. A few
-# random pairs:
-
-# %%
-import pandas as pd
-
-raw_datasets = load_splits(args.dataset)
-print(raw_datasets)
-examples = raw_datasets["train"].shuffle(seed=0).select(range(6))
-pd.DataFrame(examples).drop(columns="idx", errors="ignore").style.set_properties(
-    **{"text-align": "left"})
-
-# %% [markdown]
-# ## Preprocess
-#
-# The tokenizer turns a pair into one sequence, `[CLS] sentence1 [SEP] sentence2 [SEP]`,
-# with `token_type_ids` telling the two sentences apart:
-
-# %%
-from common.data import text_columns
-
-tokenizer = load_tokenizer(resolve_checkpoint(args.checkpoint))
-first = raw_datasets["train"][0]
-pair = tokenizer(*(first[column] for column in text_columns(raw_datasets["train"])))
-print(tokenizer.decode(pair["input_ids"]))
-print(pair)
-
-# %% [markdown]
-# `common/data.py` tokenizes every pair, keeps only the columns the model accepts
-# (`input_ids`, `token_type_ids`, `attention_mask`, and `labels`, renamed from `label`), and
-# wraps the splits in dataloaders. For TPUs every batch is padded to the same length, 128:
-
-# %%
-train_dataloader, eval_dataloader = get_dataloaders(
-    raw_datasets, tokenizer, args, pad_to_max_length=128)
-batch = next(iter(train_dataloader))
-print({name: tuple(tensor.shape) for name, tensor in batch.items()})
-
-# %% [markdown]
-# ## A first look at the model, on the CPU
-#
-# The pretrained encoder with a new, untrained two-class head. This cell runs it on the CPU:
-# the model and the batch are CPU tensors, and nothing here touches a TPU, so the launch
-# below can still start its processes there (see "The TPU rules" below). transformers'
-# load report lists the pretraining heads' weights as UNEXPECTED (the classifier does not
-# use them) and the new head's as MISSING: newly initialized, as they should be.
-
-# %%
-set_seed(args.seed)
-untrained = AutoModelForSequenceClassification.from_pretrained(
-    resolve_checkpoint(args.checkpoint), num_labels=2)
-untrained.config.pad_token_id = tokenizer.pad_token_id
-outputs = untrained(**batch)
-print(outputs.loss, outputs.logits.shape)
-
-# %% [markdown]
-# ## The metric
-#
-# GLUE MRPC reports accuracy and F1 (of the paraphrase class). With its untrained head the
-# model guesses; the training below should do much better than this, and better than always
-# answering "paraphrase". On the CPU too:
-
-# %%
-metric = evaluate.load(GLUE_MRPC_METRIC)
-untrained.eval()
-with torch.no_grad():
-    for batch in eval_dataloader:
-        predictions = untrained(**batch).logits.argmax(dim=-1)
-        metric.add_batch(predictions=predictions, references=batch["labels"])
-print("untrained head:", metric.compute())
-labels = raw_datasets["validation"]["label"]
-print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), references=labels))
-
-# %% [markdown]
 # ## The TPU rules, and the training function
 #
 # Everything from the `Accelerator` to the final metric lives in one function, because
@@ -180,8 +101,8 @@ print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), refe
 #   downloaded) once, its new head gets its random weights from one seed, and every process
 #   starts from that copy. Keep it on the CPU until the launch: torch_xla refuses to start
 #   its processes once this notebook has used the TPU ("Runtime is already initialized. Do
-#   not use the XLA device before calling xmp.spawn."), which is why the cells above run on
-#   the CPU.
+#   not use the XLA device before calling xmp.spawn."). The cells that look closer at the
+#   data and the model come after the launch, on the CPU.
 # - **Every batch has the same shape, almost.** XLA compiles the computation for the shapes
 #   it sees; dynamic padding gives a new sequence length almost every batch, and each new
 #   length costs a new compilation. Padding every pair to 128 tokens leaves one more shape on
@@ -246,3 +167,81 @@ results = json.loads((Path(args.output_dir) / "metrics.json").read_text())
 print({key: results[key] for key in ("accuracy", "f1", "eval_samples", "num_processes")})
 print(f"{len(results['train_losses'])} optimizer steps, training loss "
       f"{results['train_losses'][0]:.3f} -> {results['train_losses'][-1]:.3f}")
+
+# %% [markdown]
+# ## Looking closer (optional)
+#
+# The lesson ends above. These cells look at what it trained on, on the CPU.
+#
+# ### The data
+#
+# Three splits, with `sentence1`, `sentence2`, `label` (1 = paraphrase) and `idx`. A few
+# random pairs:
+
+# %%
+import pandas as pd
+
+raw_datasets = load_splits(args.dataset)
+print(raw_datasets)
+examples = raw_datasets["train"].shuffle(seed=0).select(range(6))
+pd.DataFrame(examples).drop(columns="idx", errors="ignore").style.set_properties(
+    **{"text-align": "left"})
+
+# %% [markdown]
+# ### Preprocess
+#
+# The tokenizer turns a pair into one sequence, `[CLS] sentence1 [SEP] sentence2 [SEP]`,
+# with `token_type_ids` telling the two sentences apart:
+
+# %%
+from common.data import text_columns
+
+tokenizer = load_tokenizer(resolve_checkpoint(args.checkpoint))
+first = raw_datasets["train"][0]
+pair = tokenizer(*(first[column] for column in text_columns(raw_datasets["train"])))
+print(tokenizer.decode(pair["input_ids"]))
+print(pair)
+
+# %% [markdown]
+# `common/data.py` tokenizes every pair, keeps only the columns the model accepts
+# (`input_ids`, `token_type_ids`, `attention_mask`, and `labels`, renamed from `label`), and
+# wraps the splits in dataloaders. For TPUs every batch is padded to the same length, 128:
+
+# %%
+train_dataloader, eval_dataloader = get_dataloaders(
+    raw_datasets, tokenizer, args, pad_to_max_length=128)
+batch = next(iter(train_dataloader))
+print({name: tuple(tensor.shape) for name, tensor in batch.items()})
+
+# %% [markdown]
+# ### The model, untrained
+#
+# The pretrained encoder with a new, untrained two-class head, on the CPU. transformers'
+# load report lists the pretraining heads' weights as UNEXPECTED: the classifier does not
+# use them. It lists the new head's as MISSING: newly initialized, as they should be.
+
+# %%
+set_seed(args.seed)
+untrained = AutoModelForSequenceClassification.from_pretrained(
+    resolve_checkpoint(args.checkpoint), num_labels=2)
+untrained.config.pad_token_id = tokenizer.pad_token_id
+outputs = untrained(**batch)
+print(outputs.loss, outputs.logits.shape)
+
+# %% [markdown]
+# ### The metric
+#
+# GLUE MRPC reports accuracy and F1 (of the paraphrase class). With its untrained head the
+# model guesses. The training above did much better than this, and better than always
+# answering "paraphrase":
+
+# %%
+metric = evaluate.load(GLUE_MRPC_METRIC)
+untrained.eval()
+with torch.no_grad():
+    for batch in eval_dataloader:
+        predictions = untrained(**batch).logits.argmax(dim=-1)
+        metric.add_batch(predictions=predictions, references=batch["labels"])
+print("untrained head:", metric.compute())
+labels = raw_datasets["validation"]["label"]
+print("always 'paraphrase':", metric.compute(predictions=[1] * len(labels), references=labels))

@@ -125,7 +125,7 @@ def test_step4_without_a_source_stops_in_one_line(tmp_path, runtime, monkeypatch
     source = f'COURSE_SOURCE = "{build_notebook.course_source()}"'
     notebook, folder = opened(build_notebook.NOTEBOOK, tmp_path, {source: 'COURSE_SOURCE = ""'})
     stopped_in_one_line(notebook, runtime, monkeypatch, folder,
-                        "the cell above names no COURSE_SOURCE: type there where the course is "
+                        "this cell names no COURSE_SOURCE: type at its top where the course is "
                         "published")
 
 

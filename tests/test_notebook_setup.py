@@ -148,10 +148,9 @@ def test_the_setup_cell_runs_as_a_kaggle_kernel_would_with_everything_installed(
     # the cell itself (its glue around install_plan), in a process that looks like a Kaggle
     # kernel (KAGGLE_* variables): this environment already has the course's versions, so it
     # keeps them, installs nothing and goes on
-    # (after the cell with the editable COURSE_SOURCE line, as in the notebook)
-    from accelerate_course.maintain.build_notebook import setup_cell, source_cell
+    from accelerate_course.maintain.build_notebook import setup_cell
     script = tmp_path / "setup_cell.py"
-    script.write_text(source_cell() + "\n\n" + setup_cell())
+    script.write_text(setup_cell())
     result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
                             text=True, env={**__import__("os").environ,
                                             "KAGGLE_KERNEL_RUN_TYPE": "Interactive"})

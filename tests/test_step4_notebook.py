@@ -194,11 +194,18 @@ def test_the_notebooks_links_work_when_it_is_opened_alone():
     assert f"https://kaggle.com/kernels/welcome?src={repository}/blob/" in text
 
 
-def test_the_first_cell_names_where_the_course_comes_from_in_one_editable_line():
+def test_the_setup_is_one_short_cell_whose_first_line_says_where_the_course_comes_from():
+    # issue 45: the set-up one short cell (about 30 lines at most), no library source pasted
     notebook = build_notebook.build()
     first = next(cell for cell in notebook.cells if cell.cell_type == "code")
-    assert [line for line in first.source.splitlines() if not line.startswith("#")] == \
-        [f'COURSE_SOURCE = "{build_notebook.course_source()}"']
+    code = [line for line in first.source.splitlines() if not line.startswith("#")]
+    assert code[0] == f'COURSE_SOURCE = "{build_notebook.course_source()}"'
+    assert len(first.source.splitlines()) <= 30 and "def tpu_chips" not in first.source
+    assert "sys.path" not in first.source
+    # the lesson comes before the optional looks at the data and the model
+    headings = [cell.source.splitlines()[0] for cell in notebook.cells
+                if cell.cell_type == "markdown" and cell.source.startswith("#")]
+    assert headings.index("## The launch") < headings.index("## Looking closer (optional)")
 
 
 def test_the_settings_are_a_dictionary_that_the_launch_reads(monkeypatch):

@@ -21,10 +21,10 @@ it are written as <course>, <python>, <tmp>; links point at the repository.
 """
 
 import argparse
-import inspect
 import os
 import re
 import sys
+import textwrap
 import time
 
 import jupytext
@@ -33,8 +33,6 @@ import nbformat
 from accelerate_course.published import (course_source, named_repository, notebook_links,
                                          repository, version_tag)
 from accelerate_course.steps import REPO, TRAIN_PY
-from common import notebook_setup
-from common.tpu import tpu_chips
 
 FOLDER = TRAIN_PY[4].parent
 TRAIN = FOLDER / "train.py"
@@ -65,90 +63,35 @@ def pinned_packages():
             if line.strip() and not line.startswith("#") and not line.startswith(skip)]
 
 
-def module_body(module):
-    """Return a module's source without its docstring (the setup cell's comment says where
-    it comes from)."""
-    text = inspect.getsource(module)
-    return text[text.index('"""', 3) + 3:].strip()
-
-
-# the setup cell runs before the course is installed: it carries the sources it runs
-TPU_CHIPS_SOURCE = inspect.getsource(tpu_chips).rstrip()
-
-
-def source_cell():
-    """Return the cell whose one line a student edits: where the course is installed from."""
-    return f'''# Where Colab or Kaggle installs the course from: what pip installs, the teacher's copy at
-# its tag (make notebook writes it from pyproject.toml). In the course's own folder it is
-# not used. To install from another copy, type its address here, e.g.
-# "git+https://github.com/<owner>/<course>@{version_tag()}", and run the notebook again.
-COURSE_SOURCE = "{course_source()}"'''
-
-
 def setup_cell():
-    """Return the source of the notebook's setup cell."""
+    """Return the notebook's setup cell: where the course comes from (the one line a student
+    may edit), the course installed alone, then common/notebook_setup.py's set_up."""
     pins = ", ".join(f'"{p}"' for p in pinned_packages())
-    return f'''# setup: what this runtime needs, decided by common/notebook_setup.py's install_plan
-# (its source is below, with common/tpu.py's tpu_chips: the course is not installed yet)
-import importlib.metadata, importlib.util, os, sys, warnings
+    return f'''# Setup: the course, then what this runtime lacks; in the course's own folder it changes nothing
+# (docs/notebook-setup.md says what it does on each runtime). COURSE_SOURCE is the teacher's
+# copy at its tag (make notebook writes it); type another copy's address to use that one.
+COURSE_SOURCE = "{course_source()}"
+PINS = {textwrap.fill(f"[{pins}]", 96, subsequent_indent="        ")}
+import importlib, importlib.util, os, subprocess, sys
 
-{TPU_CHIPS_SOURCE}
-
-
-{module_body(notebook_setup)}
-
-
-class SetupStopped(Exception):
-    """The notebook cannot go on here: one line says why (IPython shows it without a
-    traceback, and Run all stops at this cell)."""
-
-    def _render_traceback_(self):
-        return [f"setup: {{self}}"]
-
-
-PINS = [{pins}]
-HOSTED = "google.colab" in sys.modules or any(k.startswith("KAGGLE") for k in os.environ)
-WATCHED = ["torch", "torch_xla", "numpy", "pandas", "pyarrow", "scikit-learn",
-           *(pin.split("==")[0] for pin in PINS if not pin.startswith("torch=="))]
-
-
-def installed_versions(names):
-    versions = {{}}
-    for name in names:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return versions
-
-
-TPU = tpu_chips()  # a TPU chip on the PCI bus, found as torch_xla finds one
-before = installed_versions(WATCHED)
-commands, notes, stop = install_plan(sys.version_info[:2], before, TPU, HOSTED,
-                                     importlib.util.find_spec("common") is not None,
-                                     os.environ.get("COURSE_SOURCE", COURSE_SOURCE), PINS)
-if stop:
-    raise SetupStopped(stop)
-failed = run_installs(commands, sys.executable)
-if failed:
-    raise SetupStopped(failed)
-importlib.invalidate_caches()
-for note in notes:
-    print("setup:", note)
-loaded = {{name for name in before
-          if {{"scikit-learn": "sklearn"}}.get(name, name.replace("-", "_")) in sys.modules}}
-upgraded = upgraded_in_this_kernel(before, installed_versions(WATCHED), loaded)
-if upgraded:
-    raise SetupStopped("upgraded " + ", ".join(upgraded) + ", which this kernel had already "
-                       "loaded: restart the runtime (Colab: Runtime > Restart session; Kaggle: "
-                       "Run > Restart & clear cell outputs), then run the notebook again from "
-                       "the top (this cell will then find everything installed)")
-if TPU:
-    os.environ.setdefault("PJRT_DEVICE", "TPU")  # with Colab or Kaggle: notebook_launcher's TPU branch
-# tqdm's notebook bars need ipywidgets; without them it warns once and draws text bars
-warnings.filterwarnings("ignore", message="IProgress not found")
 COURSE_ARGS_GIVEN = os.environ.get("COURSE_ARGS", "")  # the settings cell puts its own first
-print("TPU chips:", TPU or "none", "| PJRT_DEVICE:", os.environ.get("PJRT_DEVICE"))'''
+source = os.environ.get("COURSE_SOURCE", COURSE_SOURCE)
+found = importlib.util.find_spec("common") is not None
+if not found and source:  # the course alone first: it needs no other package
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", source],
+                          capture_output=True, text=True)
+    importlib.invalidate_caches()
+if importlib.util.find_spec("common") is None:  # one line, no traceback; Run all stops here
+    class SetupStopped(Exception):
+        def _render_traceback_(self):
+            return [f"setup: {{self}}"]
+    raise SetupStopped("the course itself is not installed here, and this cell names no "
+                       "COURSE_SOURCE: type at its top where the course is published, as "
+                       'COURSE_SOURCE = "git+https://github.com/<owner>/<course>@<tag>", and run '
+                       "it again" if not source else "pip could not install the course from "
+                       f"{{source}}: {{(done.stderr.strip().splitlines() or ['no reason given'])[-1]}}")
+from common.notebook_setup import set_up
+set_up(PINS, source, found)'''
 
 
 def course_source_cell():
@@ -238,7 +181,7 @@ def build(kind="step4"):
     notebook = jupytext.read(CELLS if kind == "step4" else COURSE_CELLS,
                              fmt={"extension": ".py", "format_name": "percent",
                                   "comment_magics": False})
-    written = {f"# source: {WRITTEN}": source_cell if kind == "step4" else course_source_cell,
+    written = {f"# source: {WRITTEN}": course_source_cell,
                f"# setup: {WRITTEN}": setup_cell, f"# clone: {WRITTEN}": clone_cell}
     cells = []
     for cell in notebook.cells:
