@@ -34,6 +34,17 @@ def test_every_patch_applies_to_todays_step(step, name):
     assert 1 <= len(variant.changes) <= limit, "a variant changes one lesson line or a few"
 
 
+@pytest.mark.parametrize("step,kind,name", [
+    (step, kind, v.name) for step in STEPS for kind in ("whatif", "invariants")
+    for v in patches.variants(step, kind)])
+def test_every_patched_step_is_python(step, kind, name):
+    # a patch's added lines go in as written: an import added inside the steps' try block of
+    # imports must carry its indentation (make readme WHATIF=1 stopped on four invariants
+    # patches when the imports moved into that block)
+    variant = next(v for v in patches.variants(step, kind) if v.name == name)
+    compile(patches.apply_patch(variant.path, STEPS[step].read_text()), str(variant.path), "exec")
+
+
 def test_a_step_that_changed_under_a_patch_fails_with_the_patchs_name():
     variant = next(v for v in patches.variants(3) if v.name == "no_cut")
     text = STEPS[3].read_text().replace("gathered[: eval_dataloader.total_dataset_length]",
