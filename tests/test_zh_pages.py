@@ -242,6 +242,7 @@ def test_each_page_links_its_other_language_at_the_top(page):
 def test_every_relative_link_of_a_chinese_page_resolves(page):
     # every link of a Chinese page; of an English page, its links to Chinese pages
     chinese = page in CHINESE_PAGES
+    top = links("\n".join(read(page).splitlines()[:5]))
     for target in links(read(page)):
         path, _, anchor = target.partition("#")
         if not chinese and ".zh-CN." not in path:
@@ -251,6 +252,13 @@ def test_every_relative_link_of_a_chinese_page_resolves(page):
         if anchor and file.suffix == ".md":
             name = str(file.resolve().relative_to(REPO))
             assert anchor in anchors(name), f"{page}: {target}: no heading #{anchor} in {name}"
+        # a Chinese page links the Chinese page where there is one: the language links at
+        # its top and a section the Chinese page does not mirror aside
+        english = str(file.resolve().relative_to(REPO)) if file.suffix == ".md" else None
+        twin = next((zh for zh, en in PAIRS.items() if en == english), None)
+        if chinese and twin and target not in top:
+            unmirrored = {slug(title) for title in NOT_MIRRORED.get(english, [])}
+            assert anchor in unmirrored, f"{page}: {target}: link the Chinese page, {twin}"
 
 
 @pytest.mark.parametrize("page", PAIRS)
