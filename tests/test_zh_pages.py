@@ -199,8 +199,11 @@ def test_every_generated_block_is_the_english_pages(page):
     assert [b[:2] for b in chinese] == [b[:2] for b in english], \
         f"{page} and {PAIRS[page]} hold other blocks: run make readme"
     for (kind, args, body), (_, _, theirs) in zip(chinese, english):
-        assert body == theirs, f"{page}: its {kind} {args} block differs from " \
-                               f"{PAIRS[page]}'s: run make readme"
+        differ = [(ours, english_line) for ours, english_line
+                  in zip(body.splitlines(), theirs.splitlines()) if ours != english_line]
+        assert body == theirs, (f"{page}: its {kind} {args} block differs from "
+                                f"{PAIRS[page]}'s (run make readme); first at\n  "
+                                + "\n  ".join(differ[0] if differ else ["(a line more or less)"]))
 
 
 def test_make_readme_writes_the_english_pages_measured_blocks_into_the_chinese_ones():
