@@ -12,7 +12,9 @@ Before pip runs, one line says which build of torch comes and about how big it i
 - macOS and others: PyPI's own build (on Apple silicon, CPU and Apple's GPU, mps).
 --torch (make's TORCH=) chooses: cpu, cuda (PyPI's), or cu126 / cu128 (PyTorch's CUDA 12.x
 indexes). Where PyPI's and PyTorch's indexes differ, torch is installed first, from PyTorch's
-index alone, and the rest from pip's usual indexes ("2.13.0+cpu" satisfies "torch==2.13.0").
+index alone, and the rest from pip's usual indexes ("2.13.0+cpu" satisfies "torch==2.13.0");
+COURSE_TORCH_INDEX names another copy of PyTorch's index, and pip's own settings
+(PIP_INDEX_URL, pip config set global.index-url) the index of the rest.
 A Python older than 3.11 is refused in one line first: this file must parse on old Pythons.
 """
 
@@ -98,6 +100,14 @@ def index_of(build):
     return PYTORCH_INDEX.format(build=build) if build in ("cpu", "cu126", "cu128") else None
 
 
+def torch_index(build):
+    """Return the index torch comes from: COURSE_TORCH_INDEX where it is set (a copy of
+    PyTorch's index, on a slow network; the tests' local index), else index_of(build). pip's
+    own settings (PIP_INDEX_URL, pip config) give the other packages' index: the --index-url
+    of torch's own pip command goes before them."""
+    return os.environ.get("COURSE_TORCH_INDEX") or index_of(build)
+
+
 def describe(build, machine=None):
     """Return the build and its size, for the line said before the download."""
     machine = (machine or platform.machine()).lower()
@@ -152,7 +162,7 @@ def main():
     parser.add_argument("--plan", action="store_true", help="say what it would install")
     args = parser.parse_args()
     build, why = choose(args.torch, driver=nvidia_driver())
-    index = os.environ.get("COURSE_TORCH_INDEX") or index_of(build)  # (tests: a local index)
+    index = torch_index(build)
     print(f"install: {pinned_torch().replace('==', ' ')}, {describe(build)}: {why}", flush=True)
     if index and not reachable(index):
         print(f"install: {index} cannot be reached from here: torch comes from pip's usual "

@@ -8,7 +8,7 @@ from huggingface_hub import try_to_load_from_cache
 from transformers import AutoTokenizer
 
 from common.errors import fail
-from common.hub import hub_out_of_reach
+from common.hub import hub_address, hub_out_of_reach
 
 EMBEDDED_CHECKPOINT = Path(__file__).resolve().parent / "embedded" / "checkpoint"
 WEIGHT_FILES = {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -36,9 +36,10 @@ def resolve_checkpoint(name):
              "for the embedded tiny BERT")
     cached = try_to_load_from_cache(name, "config.json")
     if not isinstance(cached, str) and hub_out_of_reach():
-        fail(f"checkpoint {name!r} is a Hugging Face Hub id, but the hub cannot be reached "
-             "and it is not in the local cache; leave --checkpoint out to use the embedded "
-             "tiny BERT, or pass a local folder saved with save_pretrained")
+        fail(f"checkpoint {name!r} is a Hugging Face Hub id, but the hub at {hub_address()} "
+             "cannot be reached and it is not in the local cache; leave --checkpoint out to use "
+             "the embedded tiny BERT, pass a local folder saved with save_pretrained, or set "
+             "HF_ENDPOINT to a Hub mirror this machine can reach")
     if isinstance(cached, str):
         check_classification_head(Path(cached), name)
     return name

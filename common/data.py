@@ -16,7 +16,7 @@ from transformers import DataCollatorWithPadding
 
 from common.cli import check_dataset_name
 from common.errors import fail
-from common.hub import hub_out_of_reach
+from common.hub import hub_address, hub_out_of_reach
 
 EMBEDDED = Path(__file__).resolve().parent / "embedded"
 EMBEDDED_DATA = EMBEDDED / "data"  # the MRPC-shaped pairs
@@ -58,14 +58,16 @@ def load_splits(name):
     if name in ("glue", "glue-mrpc", "glue-sst2"):
         task = "sst2" if name == "glue-sst2" else "mrpc"
         if hub_out_of_reach():
-            fail(f"--dataset {name} loads nyu-mll/glue ({task}) from the Hugging Face Hub, which "
-                 "cannot be reached; leave --dataset out to use the embedded MRPC-shaped "
-                 "pairs (or embedded-sst2), pass a local folder, or set HF_HUB_OFFLINE=1 to use "
-                 "a copy downloaded before")
+            fail(f"--dataset {name} loads nyu-mll/glue ({task}) from the Hugging Face Hub at "
+                 f"{hub_address()}, which cannot be reached; leave --dataset out to use the "
+                 "embedded MRPC-shaped pairs (or embedded-sst2), pass a local folder (GLUE's own "
+                 "train.tsv and dev.tsv too), set HF_ENDPOINT to a Hub mirror this machine can "
+                 "reach, or set HF_HUB_OFFLINE=1 to use a copy downloaded before")
         try:
             return check_splits(load_dataset("nyu-mll/glue", task), f"nyu-mll/glue {task}")
         except (OSError, ValueError) as error:
-            fail(f"cannot load nyu-mll/glue ({task}): {str(error).splitlines()[0]}")
+            fail(f"cannot load nyu-mll/glue ({task}) from {hub_address()}: "
+                 f"{str(error).splitlines()[0]}")
     check_dataset_name(name)
     folder = Path(name).resolve()
     what = f"dataset folder {name}"

@@ -1,7 +1,10 @@
-"""Whether the Hugging Face Hub can be reached, asked quickly before a hub download.
+"""Whether the Hugging Face Hub can be reached, asked quickly before a hub download, and which
+hub that is.
 
 Without this check an offline machine spends a minute in retries and prints a page of
-warnings before it fails.
+warnings before it fails. The hub is huggingface_hub's ENDPOINT: https://huggingface.co, or
+the address HF_ENDPOINT names (a mirror or a private Hub), read when huggingface_hub is
+imported; transformers and datasets download from the same address.
 """
 
 import socket
@@ -24,3 +27,11 @@ def hub_reachable(timeout=3.0):
         return True
     except OSError:
         return False
+
+
+def hub_address():
+    """Return the hub's address for an error line: "https://huggingface.co", or the address
+    HF_ENDPOINT set, saying so ("http://127.0.0.1:9 (from HF_ENDPOINT)")."""
+    if constants.ENDPOINT == constants._HF_DEFAULT_ENDPOINT:
+        return constants.ENDPOINT
+    return f"{constants.ENDPOINT} (from HF_ENDPOINT)"

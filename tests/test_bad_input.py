@@ -181,13 +181,21 @@ CASES = {
                                      "sequence-classification head"),
     "dataset is a file": ("flag", lambda t: ["--dataset", str(a_file(t))],
                           "is a file, not a folder; pass the folder that holds the train"),
-    "hub checkpoint offline": ("checkpoint", lambda t: ["--checkpoint", "bert-base-cased"], "cannot be reached"),
+    "hub checkpoint offline": ("checkpoint", lambda t: ["--checkpoint", "bert-base-cased"],
+                               "cannot be reached and it is not in the local cache; leave "
+                               "--checkpoint out to use the embedded tiny BERT, pass a local "
+                               "folder saved with save_pretrained, or set HF_ENDPOINT to a Hub "
+                               "mirror this machine can reach"),
     "output folder is a file": ("output", file_as_output, "is a file, not a folder"),
     "output folder cannot be made": ("output", lambda t: ["--output-dir", "/proc/course-run"],
                                      "--output-dir /proc/course-run cannot be written"),
     "metrics.json is a folder": ("output", metrics_folder, "metrics.json is a folder"),
     "unknown dataset": ("flag", lambda t: ["--dataset", "no-such-dataset"], "unknown dataset 'no-such-dataset'"),
-    "hub dataset offline": ("flag", lambda t: ["--dataset", "glue"], "cannot be reached"),
+    "hub dataset offline": ("flag", lambda t: ["--dataset", "glue"],
+                            "which cannot be reached; leave --dataset out to use the embedded "
+                            "MRPC-shaped pairs (or embedded-sst2), pass a local folder (GLUE's "
+                            "own train.tsv and dev.tsv too), set HF_ENDPOINT to a Hub mirror "
+                            "this machine can reach, or set HF_HUB_OFFLINE=1"),
     "zero batch size": ("flag", lambda t: ["--train-batch-size", "0"], "must be a positive whole number"),
     "negative eval batch size": ("flag", lambda t: ["--eval-batch-size", "-8"], "must be a positive whole number"),
     "zero epochs": ("flag", lambda t: ["--epochs", "0"], "must be a positive whole number"),
@@ -273,31 +281,65 @@ def test_step2_refuses_the_same(in_process, tmp_path, name):
 
 
 # what only a real process shows (what it prints, and what the libraries read from the
-# environment when they are imported): {case: given a folder of its own, (step 1's flags, its
-# environment, the words its one error line must hold)}
+# environment when they are imported): {case: given a folder of its own and the address of a
+# hub that serves nothing, (step 1's flags, its environment, the words its one error line
+# must hold)}
 REAL_PROCESS_CASES = {
-    "a third class": lambda folder: (CASES["a third class"][1](folder), {},
-                                     CASES["a third class"][2]),
-    "HF_HOME is a file": lambda folder: (
+    "a third class": lambda folder, hub: (CASES["a third class"][1](folder), {},
+                                          CASES["a third class"][2]),
+    "HF_HOME is a file": lambda folder, hub: (
         [], {"HF_HOME": str(a_file(folder))},
         f"(from HF_HOME={folder / 'train.csv'}) cannot be used: {folder / 'train.csv'} is a "
         "file; set HF_HOME to a folder"),
-    "HF_DATASETS_CACHE cannot be made": lambda folder: (
+    "HF_DATASETS_CACHE cannot be made": lambda folder, hub: (
         [], {"HF_DATASETS_CACHE": "/proc/course-cache"},
         "cannot be used: No such file or directory; set HF_DATASETS_CACHE to a folder you can "
         "write to"),
+    # a mirror named by HF_ENDPOINT that answers, but has nothing: the libraries ask it (the
+    # server below counts what), and the line names it
+    "HF_ENDPOINT names a hub that serves nothing": lambda folder, hub: (
+        ["--checkpoint", "bert-base-cased"], {"HF_ENDPOINT": hub},
+        f"cannot load a tokenizer from 'bert-base-cased': We couldn't connect to '{hub}'"),
 }
 
 
 @pytest.fixture(scope="module")
-def real_processes(tmp_path_factory):
+def hub_that_serves_nothing():
+    """(its address, the requests it was sent): an HTTP server on 127.0.0.1 that answers 404
+    to every request, as a mirror without the files would, in a thread of this process."""
+    import http.server
+    import threading
+    requests = []
+
+    class Nothing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            requests.append(f"{self.command} {self.path}")
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Nothing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", requests
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def real_processes(tmp_path_factory, hub_that_serves_nothing):
     """{case: (the words its error line must hold, its output folder, stdout, stderr, exit
     code)}: step 1 started once per REAL_PROCESS_CASES case, the processes side by side (each
     spends its few seconds importing on one core)."""
     started = {}
     for case, given in REAL_PROCESS_CASES.items():
         folder = tmp_path_factory.mktemp("real_process")
-        flags, env, expected = given(folder)
+        flags, env, expected = given(folder, hub_that_serves_nothing[0])
         started[case] = expected, folder / "out", subprocess.Popen(
             step_command(1, folder / "out", *flags), cwd=REPO, env=offline_env(**env),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -329,6 +371,18 @@ def test_a_broken_cache_setting_is_refused_in_one_line_before_anything_loads(rea
     # a shared machine's cache variables, read by the libraries when they are imported: a
     # real process, started with them
     BAD_INPUT_ROWS.append(("cache", setting, one_error_line(real_processes[setting])))
+
+
+@pytest.mark.runs
+def test_hf_endpoint_sends_the_libraries_to_that_hub(real_processes, hub_that_serves_nothing):
+    # HF_ENDPOINT in a real process's environment, as a student sets it for a mirror: the
+    # course's reachability check and huggingface_hub (for transformers) both ask the hub it
+    # names, here a server on 127.0.0.1 that has nothing; the one line names that address
+    line = one_error_line(real_processes["HF_ENDPOINT names a hub that serves nothing"])
+    address, requests = hub_that_serves_nothing
+    assert "HEAD /bert-base-cased/resolve/main/config.json" in requests, requests
+    BAD_INPUT_ROWS.append(("checkpoint", "HF_ENDPOINT: a hub with nothing",
+                           line.replace(address, "http://127.0.0.1:<port>")))
 
 
 def test_glue_tsv_files_load_as_they_are_and_train(in_process, tmp_path):

@@ -41,6 +41,19 @@ def test_a_choice_made_by_hand_wins_and_each_build_names_its_size():
     assert install.index_of("cuda") is None and install.index_of("default") is None
 
 
+def test_course_torch_index_names_torchs_index_and_pips_settings_the_rest(monkeypatch):
+    # docs/your-own-setup.md, where the Hub cannot be reached: on a slow network a copy of
+    # PyTorch's index (COURSE_TORCH_INDEX) for torch, pip's own settings for the rest (the
+    # pip commands name no index of their own for them)
+    monkeypatch.delenv("COURSE_TORCH_INDEX", raising=False)
+    assert install.torch_index("cpu") == "https://download.pytorch.org/whl/cpu"
+    monkeypatch.setenv("COURSE_TORCH_INDEX", "https://torch-mirror.example.org/whl/cpu")
+    assert install.torch_index("cpu") == "https://torch-mirror.example.org/whl/cpu"
+    first, *rest = install.pip_commands("python", "cpu", install.torch_index("cpu"))
+    assert first[-2:] == ["--index-url", "https://torch-mirror.example.org/whl/cpu"]
+    assert not [word for command in rest for word in command if "index" in word]
+
+
 def test_an_index_that_cannot_be_reached_is_seen_at_once(tmp_path):
     assert not install.reachable("http://127.0.0.1:9/simple")  # a closed port
     assert not install.reachable((tmp_path / "nothing").as_uri())

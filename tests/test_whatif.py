@@ -27,12 +27,22 @@ def test_every_patch_applies_to_todays_step(step, name):
     text = STEPS[step].read_text()
     patched = patches.apply_patch(variant.path, text)
     assert patched != text
-    compile(patched, str(variant.path), "exec")  # it runs: its lines sit in the step's blocks
     # a variant changes one lesson line or a few; the unwrapped main-process evaluation is the
     # seed notebook's "standard evaluation loop" in place of the lesson's: it takes out the
     # gather and the cut too (13 changed lines)
     limit = 13 if name == "main_process_evaluates_alone_unwrapped" else 10
     assert 1 <= len(variant.changes) <= limit, "a variant changes one lesson line or a few"
+
+
+@pytest.mark.parametrize("step,kind,name", [
+    (step, kind, v.name) for step in STEPS for kind in ("whatif", "invariants")
+    for v in patches.variants(step, kind)])
+def test_every_patched_step_is_python(step, kind, name):
+    # a patch's added lines go in as deep as the step's code around them now sits: an import
+    # added beside the imports lands inside the steps' try block (make readme WHATIF=1
+    # stopped on four invariants patches when the imports moved into that block)
+    variant = next(v for v in patches.variants(step, kind) if v.name == name)
+    compile(patches.apply_patch(variant.path, STEPS[step].read_text()), str(variant.path), "exec")
 
 
 def test_a_step_that_changed_under_a_patch_fails_with_the_patchs_name():

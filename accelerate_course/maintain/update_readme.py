@@ -6,7 +6,8 @@
     python -m accelerate_course.maintain.update_readme --check         (exit 1 if a diff is stale)
 
 A generated block sits between two markers, on any of PAGES (the README, each lesson's page,
-docs/invariants.md, docs/teaching.md, docs/classroom.md):
+docs/invariants.md, docs/teaching.md, docs/classroom.md, and the Chinese pages of CHINESE,
+which hold the same blocks as their English page):
     <!-- BEGIN diff step1_plain_loop step2_accelerate -->  ...  <!-- END diff -->
 holds the lesson from the first step to the second as a unified diff, in a ```diff block
 (accelerate_course/steps.py's lesson_diff);
@@ -37,9 +38,19 @@ from accelerate_course import check, lab, patches, published
 from accelerate_course.steps import FOLDERS, REPO, lesson_diff
 
 README = REPO / "README.md"
-PAGES = [README, *(REPO / folder / "README.md" for folder in FOLDERS.values()),
-         REPO / "docs" / "invariants.md", REPO / "docs" / "teaching.md",
-         REPO / "docs" / "classroom.md"]
+# the Chinese pages, each beside the English page it mirrors (docs/glossary.zh-CN.md: the
+# terms they use). They hold the same generated blocks as their English page, from the same
+# runs: the diffs and links rendered here, the measured tables and questions copied from the
+# English page (tests/test_zh_pages.py holds the two languages' blocks equal)
+CHINESE = {REPO / "README.zh-CN.md": README,
+           **{REPO / folder / "README.zh-CN.md": REPO / folder / "README.md"
+              for folder in FOLDERS.values()},
+           **{REPO / "docs" / f"{name}.zh-CN.md": REPO / "docs" / f"{name}.md"
+              for name in ("teaching", "your-own-setup")}}
+ENGLISH = [README, *(REPO / folder / "README.md" for folder in FOLDERS.values()),
+           REPO / "docs" / "invariants.md", REPO / "docs" / "teaching.md",
+           REPO / "docs" / "classroom.md"]
+PAGES = [*ENGLISH, *(page for page, english in CHINESE.items() if english in ENGLISH)]
 BLOCK = re.compile(r"(<!-- BEGIN diff (\S+) (\S+) -->\n)(.*?)(<!-- END diff -->)", re.S)
 WHATIF = re.compile(r"(<!-- BEGIN whatif (\d) -->\n)(.*?)(<!-- END whatif -->)", re.S)
 INVARIANTS = re.compile(r"(<!-- BEGIN invariants (\d) -->\n)(.*?)(<!-- END invariants -->)",
@@ -150,6 +161,34 @@ def render(text, results=None):
     return text
 
 
+MEASURED = (WHATIF, INVARIANTS, QUESTIONS)
+
+
+def copy_measured(text, english):
+    """Return a Chinese page's text with each measured block (what-if, invariants, questions)
+    replaced by the English page's block of the same kind and step: one measurement, written
+    once, shown in both languages."""
+    for pattern in MEASURED:
+        blocks = {match.group(2): match.group(3) for match in pattern.finditer(english)}
+
+        def replace(match):
+            head, step, body, tail = match.groups()
+            return head + blocks.get(step, body) + tail
+        text = pattern.sub(replace, text)
+    return text
+
+
+def rendered_pages(results=None):
+    """Return {page: its text with every generated block written (see render)}: the English
+    pages first, then each Chinese page, its measured blocks copied from its English page."""
+    pages = {page: render(page.read_text(), results) for page in PAGES if page not in CHINESE}
+    for page in PAGES:
+        if page in CHINESE:
+            english = pages.get(CHINESE[page]) or render(CHINESE[page].read_text(), results)
+            pages[page] = copy_measured(render(page.read_text(), results), english)
+    return pages
+
+
 def shown(pattern):
     """Return the blocks of one kind (BLOCK, WHATIF, INVARIANTS or QUESTIONS) on all pages, as
     matches."""
@@ -159,10 +198,8 @@ def shown(pattern):
 def write_pages(results=None):
     """Regenerate every page's blocks (see render); return the names of the pages changed."""
     changed = []
-    for page in PAGES:
-        text = page.read_text()
-        new = render(text, results)
-        if new != text:
+    for page, new in rendered_pages(results).items():
+        if new != page.read_text():
             page.write_text(new)
             changed.append(str(page.relative_to(REPO)))
     return changed
@@ -177,7 +214,8 @@ def main():
                              "when none is named) and write them too")
     args = parser.parse_args()
     if args.check:
-        stale = [str(p.relative_to(REPO)) for p in PAGES if render(p.read_text()) != p.read_text()]
+        stale = [str(page.relative_to(REPO)) for page, text in rendered_pages().items()
+                 if text != page.read_text()]
         if stale:
             sys.exit(f"error: stale diffs in {', '.join(stale)}; run python -m "
                      "accelerate_course.maintain.update_readme")
