@@ -2,7 +2,6 @@
 the test torch_xla 2.9.0 makes (vendor 0x1ae0 and a TPU device id), used by the course
 runner and, as its own source, by the notebook's setup cell."""
 
-import inspect
 
 import pytest
 
@@ -42,10 +41,11 @@ def test_no_pci_folder_means_no_tpu(tmp_path):
     assert tpu_chips(str(tmp_path / "absent")) == []  # macOS, Windows
 
 
-def test_the_notebooks_setup_cell_carries_the_same_function():
+@pytest.mark.runs  # the cell names the course's source, which asks git
+def test_the_notebooks_setup_uses_the_same_function():
+    # the setup cell installs the course, then calls common.notebook_setup.set_up, which asks
+    # common.tpu.tpu_chips: one definition, no copy of it pasted into the cell
     from accelerate_course.maintain.build_notebook import setup_cell
-    cell = setup_cell()
-    assert inspect.getsource(tpu_chips).rstrip() in cell
-    assert "TPU = tpu_chips()" in cell
-    assert '"0x1ae0"' not in cell.split("def tpu_chips")[0]  # no vendor-only test before it
-
+    from common import notebook_setup
+    assert "def tpu_chips" not in setup_cell() and "set_up(" in setup_cell()
+    assert notebook_setup.tpu_chips is tpu_chips
