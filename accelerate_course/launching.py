@@ -132,14 +132,28 @@ def plan(gpus, tpu=False, processes=2, launcher="accelerate", mps=False, xla=Non
     return plans
 
 
+def cpuinfo():
+    """Return the first processor's fields in /proc/cpuinfo ({} where there is none: not
+    Linux)."""
+    fields = {}
+    try:
+        for line in open("/proc/cpuinfo"):
+            if not line.strip():
+                break  # the first processor is enough
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+    except OSError:
+        pass
+    return fields
+
+
 def cpu_name():
     """Return the processor's name with its family and model (what decides which kernels
     run, so what a timing or a build was measured on), or what platform knows."""
-    from common.embedded.trace import processor
-    info = processor()
-    if info.get("family"):
-        return f"{info['name']}, family {info['family']} model {info['model']}"
-    return info.get("name") or platform.machine()
+    info = cpuinfo()
+    if info.get("cpu family"):
+        return f"{info.get('model name')}, family {info['cpu family']} model {info.get('model')}"
+    return info.get("model name") or platform.processor() or platform.machine()
 
 
 def describe_machine():

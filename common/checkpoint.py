@@ -10,7 +10,7 @@ from transformers import AutoTokenizer
 from common.errors import fail
 from common.hub import hub_address, hub_out_of_reach
 
-EMBEDDED_CHECKPOINT = Path(__file__).resolve().parent / "embedded" / "checkpoint"
+from common.embedded import CHECKPOINT as EMBEDDED_CHECKPOINT  # noqa: E402
 WEIGHT_FILES = {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json"}
 TOKENIZER_FILES = {"tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model",

@@ -18,9 +18,7 @@ from common.cli import check_dataset_name
 from common.errors import fail
 from common.hub import hub_address, hub_out_of_reach
 
-EMBEDDED = Path(__file__).resolve().parent / "embedded"
-EMBEDDED_DATA = EMBEDDED / "data"  # the MRPC-shaped pairs
-EMBEDDED_SST2 = EMBEDDED / "sst2"  # the SST-2-shaped sentences
+from common.embedded import DATA as EMBEDDED_DATA, SST2 as EMBEDDED_SST2  # noqa: E402
 # the text columns of each shape of task, and the label
 PAIRS = ("sentence1", "sentence2")
 SENTENCES = ("sentence",)

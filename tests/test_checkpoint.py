@@ -60,14 +60,14 @@ def test_the_builder_refuses_to_build_on_kernels_it_did_not_pin(tmp_path, monkey
     # torch reads ATEN_CPU_CAPABILITY when it starts and MKL reads MKL_CBWR at its first call,
     # so a build inside a process started without them (this one) would run this machine's
     # own kernels and give other bytes: build() refuses, and main() restarts itself with them
-    from common.embedded import build_checkpoint
+    from accelerate_course.maintain.embedded import build_checkpoint
     monkeypatch.delenv("MKL_CBWR", raising=False)
     with pytest.raises(SystemExit) as exit_info:
         build_checkpoint.build(tmp_path / "out")
     message = str(exit_info.value)
     assert message.startswith("error: the builder needs ATEN_CPU_CAPABILITY=avx2 "
                               "MKL_CBWR=COMPATIBLE set before it starts")
-    assert "python -m common.embedded.build_checkpoint" in message
+    assert "python -m accelerate_course.maintain.embedded.build_checkpoint" in message
     assert not (tmp_path / "out").exists()  # nothing written
 
 
@@ -76,7 +76,7 @@ def test_the_pair_objective_restates_a_sentence_by_one_part_between_commas():
     # MRPC's paraphrases often are: the shortest part after the first comma dropped, or the
     # shortest such part of another sentence added, never one A already has
     import random
-    from common.embedded.build_checkpoint import clauses, corrupt, restate, train_sentences
+    from accelerate_course.maintain.embedded.build_checkpoint import clauses, corrupt, restate, train_sentences
     sentence = "Acme will buy Beta for $5 billion, the company said, a record."
     donor = "Police arrested a man, one of 30 cases this year."
     rng = random.Random(0)

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from common.embedded.build_data import DATA_DIR, as_jsonl, generate
+from accelerate_course.maintain.embedded.build_data import DATA_DIR, as_jsonl, generate
 
 EXPECTED = {"train": (3668, 2474), "validation": (408, 279), "test": (1725, 1147)}
 
@@ -83,7 +83,7 @@ def test_vocabulary_and_structure_vary():
 
 
 def test_the_sst2_shaped_generator_reproduces_its_files_and_no_sentence_repeats():
-    from common.embedded import build_sst2
+    from accelerate_course.maintain.embedded import build_sst2
     generated = build_sst2.generate()
     sentences = []
     for split, size, positives in build_sst2.SPLITS:

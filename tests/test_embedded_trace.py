@@ -7,8 +7,8 @@ from pathlib import Path
 
 import torch
 
-from common.embedded.build_checkpoint import PINNED_KERNELS
-from common.embedded.trace import (TRACE_FILE, OpRecorder, describe, digest, first_difference,
+from accelerate_course.maintain.embedded.build_checkpoint import PINNED_KERNELS
+from accelerate_course.maintain.embedded.trace import (TRACE_FILE, OpRecorder, describe, digest, first_difference,
                                    load, same_processor)
 from common.checkpoint import EMBEDDED_CHECKPOINT
 from accelerate_course.maintain.verify_embedded import FINE_TUNED_TOLERANCE, weights_verdict, within_tolerance
@@ -124,7 +124,7 @@ def test_the_builders_square_root_is_correctly_rounded():
     # for a square root that double rounding is exact (53 >= 2 x 24 + 2 bits)
     import math
     import numpy
-    from common.embedded.build_checkpoint import correctly_rounded_sqrt
+    from accelerate_course.maintain.embedded.build_checkpoint import correctly_rounded_sqrt
     torch.manual_seed(0)
     values = torch.cat([torch.rand(4096) * 1e-3, torch.rand(4096) * 1e-9, torch.rand(64) * 10])
     expected = torch.tensor([numpy.float32(math.sqrt(float(v))) for v in values])
@@ -134,7 +134,7 @@ def test_the_builders_square_root_is_correctly_rounded():
 def test_the_builders_adamw_is_torchs_with_a_correctly_rounded_square_root(monkeypatch):
     # torch's own AdamW, given the same square root, takes the same steps bit for bit: the
     # builder's optimizer differs from it in nothing else (20 steps, weight decay, a schedule)
-    from common.embedded.build_checkpoint import AdamW, correctly_rounded_sqrt
+    from accelerate_course.maintain.embedded.build_checkpoint import AdamW, correctly_rounded_sqrt
 
     def train(optimizer_class):
         torch.manual_seed(0)

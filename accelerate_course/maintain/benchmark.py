@@ -104,7 +104,7 @@ def measure(args):
     print(f"  step 3: {wall3:.1f} s wall; notebook: {wall4:.1f} s", file=sys.stderr)
 
     from common.data import load_splits
-    from common.embedded.build_data import generate
+    from accelerate_course.maintain.embedded.build_data import generate
 
     base = baselines(load_splits("embedded"))
     m1, m2 = metrics[1], metrics[2]

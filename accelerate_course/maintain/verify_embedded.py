@@ -6,11 +6,11 @@
                                                add it there)
 
 1. The data (pure Python): the same bytes on any machine, or the check fails.
-2. The checkpoint, built from that data with its trace (common/embedded/trace.py):
+2. The checkpoint, built from that data with its trace (accelerate_course/maintain/embedded/trace.py):
    config.json and the tokenizer files must be the same bytes on any machine. For
    model.safetensors:
    - the same bytes: the check holds if the two traces agree too;
-   - other bytes on a processor that common/embedded/checkpoint_trace.json.gz lists as having
+   - other bytes on a processor that accelerate_course/maintain/embedded/checkpoint_trace.json.gz lists as having
      matched: the check fails, naming where the traces part first;
    - other bytes on a processor it does not list: where the traces part is named, and the
      rebuilt checkpoint, fine-tuned by step 1 with the course's settings, must come within
@@ -33,13 +33,13 @@ from pathlib import Path
 
 from accelerate_course.run_plans import lab_environment
 from accelerate_course.steps import REPO
-from common.embedded.trace import TRACE_FILE, describe, first_difference, load, processor
-from common.embedded.trace import same_processor, save
+from accelerate_course.maintain.embedded.trace import TRACE_FILE, describe, first_difference, load, processor
+from accelerate_course.maintain.embedded.trace import same_processor, save
 
 DATA = REPO / "common" / "embedded" / "data"
 CHECKPOINT = REPO / "common" / "embedded" / "checkpoint"
 ENV = lab_environment()  # offline, on the CPU, as the lab's runs
-BUILDER = "common.embedded.build_checkpoint"
+BUILDER = "accelerate_course.maintain.embedded.build_checkpoint"
 # the largest change of step 1's accuracy and F1 that a rebuild on another processor may bring:
 # rebuilds on other kernels moved them like another seed, by up to 0.03 (measured:
 # docs/embedded-default.md); 0.05 is what the course allows between two runs that differ like
@@ -145,7 +145,7 @@ def main():
     folder = Path(tempfile.mkdtemp(prefix="verify-embedded-"))
     data, checkpoint = folder / "data", folder / "checkpoint"
     print(f"rebuilding into {folder}\non {describe(here)}", flush=True)
-    run("-m", "common.embedded.build_data", "--out", data)
+    run("-m", "accelerate_course.maintain.embedded.build_data", "--out", data)
     different = same_files(data, DATA, ["train.jsonl", "validation.jsonl", "test.jsonl"])
     print(f"  data generated in {time.perf_counter() - start:.0f} s; pretraining the "
           "checkpoint from it (about 15 minutes) ...", flush=True)

@@ -1,12 +1,12 @@
 """Generate the embedded SST-2-shaped split: common/embedded/sst2/{train,validation}.jsonl.
 
-Run:  python -m common.embedded.build_sst2             (rewrites the two .jsonl files)
-      python -m common.embedded.build_sst2 --check     (exit 1 if the committed files differ)
+Run:  python -m accelerate_course.maintain.embedded.build_sst2             (rewrites the two .jsonl files)
+      python -m accelerate_course.maintain.embedded.build_sst2 --check     (exit 1 if the committed files differ)
 
 GLUE SST-2 is a single-sentence task: columns sentence, label (1 = positive, 0 = negative)
 and idx. This split has its shape, not its size (SST-2 has 67,349 / 872 sentences; this one
 1,600 / 400, positive as often as there: about 56 % and 51 %), and its sentences come from the
-same news world as the embedded MRPC pairs (common/embedded/build_data.py's names, companies,
+same news world as the embedded MRPC pairs (accelerate_course/maintain/embedded/build_data.py's names, companies,
 places and numbers), so that the embedded tiny BERT, whose vocabulary was learned from
 those, reads them: good and bad news, a few of them told with a negation ("did not cut jobs")
 so that no single word decides the label. With --dataset embedded-sst2, every step fine-tunes
@@ -19,9 +19,9 @@ import json
 import random
 from pathlib import Path
 
-from common.embedded.build_data import SAMPLERS, render, write_splits
+from accelerate_course.maintain.embedded.build_data import SAMPLERS, render, write_splits
+from common.embedded import SST2 as SST2_DIR
 
-SST2_DIR = Path(__file__).resolve().parent / "sst2"
 SEED = 20261203
 SPLITS = [("train", 1600, 896), ("validation", 400, 204)]  # (split, sentences, positives)
 
@@ -112,7 +112,7 @@ def main():
     parser.add_argument("--out", type=Path, default=SST2_DIR)
     args = parser.parse_args()
     write_splits({split: as_jsonl(rows) for split, rows in generate().items()}, args.out,
-                 args.check, "common.embedded.build_sst2")
+                 args.check, "accelerate_course.maintain.embedded.build_sst2")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Build the embedded tiny BERT checkpoint: common/embedded/checkpoint/.
 
-Run:  python -m common.embedded.build_checkpoint              (about 15 minutes, one core)
-      python -m common.embedded.build_checkpoint --out DIR    (into DIR instead)
-      python -m common.embedded.build_checkpoint --seed 2     (another pretraining seed)
-      python -m common.embedded.build_checkpoint --steps 20   (a short one, to compare)
+Run:  python -m accelerate_course.maintain.embedded.build_checkpoint              (about 15 minutes, one core)
+      python -m accelerate_course.maintain.embedded.build_checkpoint --out DIR    (into DIR instead)
+      python -m accelerate_course.maintain.embedded.build_checkpoint --seed 2     (another pretraining seed)
+      python -m accelerate_course.maintain.embedded.build_checkpoint --steps 20   (a short one, to compare)
       make verify-embedded      (rebuilds data and checkpoint elsewhere and compares them)
 
 What it does, like a (very) small version of BERT's own recipe:
@@ -22,7 +22,7 @@ What it does, like a (very) small version of BERT's own recipe:
      2-layer model does not learn to compare two segments word by word from 3,668 labelled
      pairs alone (see init_word_matching_head for the one shortcut taken);
 4. saves model and tokenizer with save_pretrained (safetensors), so that they load like a hub
-   checkpoint, and writes the build's trace (common/embedded/trace.py) beside the folder.
+   checkpoint, and writes the build's trace (accelerate_course/maintain/embedded/trace.py) beside the folder.
 
 The same bytes every time: the vocabulary is learned in a fixed order, every random draw
 comes from the seed, and the pretraining runs on one thread with kernels that do not depend
@@ -49,11 +49,11 @@ import torch
 from tokenizers import normalizers, pre_tokenizers
 from transformers import BertConfig, BertForPreTraining, BertTokenizer, get_scheduler, set_seed
 
-from common.embedded.build_data import DATA_DIR
-from common.embedded.trace import OP_STEPS, TRACE_FILE, OpRecorder, digest, processor
-from common.embedded.trace import save as save_trace
+from accelerate_course.maintain.embedded.trace import (OP_STEPS, TRACE_FILE, OpRecorder,
+                                                       digest, processor)
+from accelerate_course.maintain.embedded.trace import save as save_trace
+from common.embedded import CHECKPOINT as CHECKPOINT_DIR, DATA as DATA_DIR
 
-CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoint"
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 VOCAB_SIZE = 2048
 MODEL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
@@ -299,7 +299,7 @@ class AdamW(torch.optim.AdamW):
 def pretrain(model, tokenizer, sentences, seed, steps=PRETRAIN["steps"], trace=None):
     """Pretrain in place: masked LM on single sentences, plus the pair objective (the pair
     head on [CLS] and a token head that is thrown away afterwards, as ELECTRA's is).
-    trace: a dict that gets the build's trace (common/embedded/trace.py): the hashed
+    trace: a dict that gets the build's trace (accelerate_course/maintain/embedded/trace.py): the hashed
     operations of the first OP_STEPS steps and the parameters' hash after every step."""
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -369,7 +369,7 @@ def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR, steps=PRETRAIN["steps"]
           kernels=PINNED_KERNELS, trace_file=None):
     """Build the checkpoint into the folder out (config, weights, tokenizer files) from the
     train split in data_dir, with the kernel settings kernels (which must be in force: main()
-    restarts the builder with them). Writes the build's trace (common/embedded/trace.py) to
+    restarts the builder with them). Writes the build's trace (accelerate_course/maintain/embedded/trace.py) to
     trace_file, when one is given. Prints the pretraining's progress."""
     # the same kernels on every machine (main() restarts the builder with them)
     wants_avx2 = kernels.get("ATEN_CPU_CAPABILITY") == "avx2"
@@ -377,7 +377,7 @@ def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR, steps=PRETRAIN["steps"]
             wants_avx2 and torch.backends.cpu.get_cpu_capability() != "AVX2"):
         sys.exit("error: the builder needs " + " ".join(
             f"{k}={v}" for k, v in kernels.items()) + " set before it starts; run it as "
-            "python -m common.embedded.build_checkpoint, which sets them (this CPU offers "
+            "python -m accelerate_course.maintain.embedded.build_checkpoint, which sets them (this CPU offers "
             f"{torch.backends.cpu.get_cpu_capability()})")
     # one thread, whatever the caller set: a sum of floats split over threads is added in
     # another order, so only one thread gives the same weights, bit for bit, on every run

@@ -48,19 +48,15 @@ def processor():
     """Return what identifies this machine's processor and kernels: vendor, family, model and
     name (from /proc/cpuinfo on Linux), the vector flags of VECTOR_FLAGS it has, and the
     versions of torch, MKL and oneDNN."""
+    from accelerate_course.launching import cpuinfo
     info = {"machine": platform.machine()}
-    try:
-        fields = {}
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if not line.strip():
-                break  # the first processor is enough
-            key, _, value = line.partition(":")
-            fields[key.strip()] = value.strip()
+    fields = cpuinfo()
+    if fields:
         flags = set(fields.get("flags", "").split())
         info.update(vendor=fields.get("vendor_id"), family=fields.get("cpu family"),
                     model=fields.get("model"), name=fields.get("model name"),
                     flags=[f for f in VECTOR_FLAGS if f in flags])
-    except OSError:
+    else:
         info.update(name=platform.processor())
     info["torch"] = torch.__version__
     config = torch.__config__.show()

@@ -1,8 +1,8 @@
 """Generate the embedded MRPC-shaped paraphrase corpus: the .jsonl files beside this file.
 
-Run:  python -m common.embedded.build_data             (rewrites the three .jsonl files)
-      python -m common.embedded.build_data --check     (exit 1 if the committed files differ)
-      python -m common.embedded.build_data --out DIR   (writes them into DIR instead)
+Run:  python -m accelerate_course.maintain.embedded.build_data             (rewrites the three .jsonl files)
+      python -m accelerate_course.maintain.embedded.build_data --check     (exit 1 if the committed files differ)
+      python -m accelerate_course.maintain.embedded.build_data --out DIR   (writes them into DIR instead)
 
 The corpus imitates GLUE MRPC: news-style sentence pairs, columns sentence1, sentence2,
 label (1 = paraphrase) and idx, split sizes 3,668 / 408 / 1,725 and the real MRPC's label
@@ -31,7 +31,7 @@ import re
 import sys
 from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+from common.embedded import DATA as DATA_DIR  # noqa: E402
 SEED = 20240917
 # (split, pairs, paraphrases): the sizes and label counts of the real GLUE MRPC
 SPLITS = [("train", 3668, 2474), ("validation", 408, 279), ("test", 1725, 1147)]
@@ -501,7 +501,7 @@ def main():
                         help="the folder to write (default: this file's own folder)")
     args = parser.parse_args()
     write_splits({split: as_jsonl(rows) for split, rows in generate().items()}, args.out,
-                 args.check, "common.embedded.build_data")
+                 args.check, "accelerate_course.maintain.embedded.build_data")
 
 
 def write_splits(texts, out, check, builder):

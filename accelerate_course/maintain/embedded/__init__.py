@@ -1,0 +1,1 @@
+"""The embedded default's builders and the trace of its checkpoint's build: maintainers' code."""
