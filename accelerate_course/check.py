@@ -475,6 +475,23 @@ def score(grading, checks):
     return sum(points(grading, checks).values()), total(grading)
 
 
+def points_table():
+    """Return, as a Markdown table, what each check of each lesson and take-home task is worth:
+    its prerequisites (no point), its core checks and its further ones (docs/classroom.md)."""
+    lines = ["| graded | prerequisites (no points) | core checks: points | further checks: points "
+             "| out of |", "|---|---|---|---|---|"]
+    gradings = [grading_of(str(step)) for step in POINTS] + \
+        [grading_of(name) for name in takehome.tasks()]
+    for grading in gradings:
+        def cells(kind):
+            return ", ".join(f"{key}" + ("" if kind == PREREQUISITE else f": {worth.points}")
+                             for key, worth in grading.points.items() if worth.kind == kind)
+        what = grading.task.name if grading.task else f"lesson {grading.lesson}"
+        lines.append(f"| {what} | {cells(PREREQUISITE)} | {cells(CORE)} | {cells(FURTHER)} "
+                     f"| {total(grading)} |")
+    return "\n".join(lines) + "\n"
+
+
 def stopped_grading(grading, checks):
     """Return True if grading stopped at one check outside the points table (not Python,
     not its own code, a crash, the time limit): the grade is that one line."""

@@ -121,7 +121,7 @@ def write_once(path, text, force, again, elsewhere=None):
     is kept, in one line that says how to start again (`again`), unless force. Return whether
     it was written. A folder that cannot be written (a read-only clone) ends the command in
     one line naming the fix."""
-    shown = path.relative_to(REPO)
+    shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
     if path.exists() and path.read_text() != text and not force:
         print(f"kept {shown}: it has your changes (to start again from the untouched file: "
               f"{again})")
