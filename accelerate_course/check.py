@@ -712,6 +712,10 @@ def main():
     marker = uuid.uuid4().hex
     os.environ[MARKER] = marker  # every launch's environment is a copy of this one
     folder = Path(tempfile.mkdtemp(prefix=f"check-{args.what}-"))
+    # what the launches write in a temporary folder (torch's launcher's logs) goes in this one
+    # too, removed with it at the end
+    (folder / "tmp").mkdir()
+    os.environ["TMPDIR"] = str(folder / "tmp")
     try:
         with running.stop_together():
             if not checks:
