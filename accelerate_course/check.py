@@ -696,8 +696,8 @@ def main():
     language()  # an unknown COURSE_LANG: one line, before anything
     grading = grading_of(args.what)
     if grading is None:
-        sys.exit(say("submission.unknown", what=args.what, lessons="2, 3, 4",
-                     tasks=", ".join(takehome.tasks()) or "-"))
+        sys.exit("error: " + say("submission.unknown", what=args.what, lessons="2, 3, 4",
+                                 tasks=", ".join(takehome.tasks()) or "-"))
     try:
         path = graded_file(args.file, grading)
     except NoFile as nothing:

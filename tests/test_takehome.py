@@ -35,7 +35,8 @@ MISTAKES = {
         "torch.cat(sentence_predictions)", "torch.cat(sentence_predictions)[:-6]").replace(
         "torch.cat(sentence_labels)", "torch.cat(sentence_labels)[:-6]").replace(
         "torch.cat(sentence_losses)", "torch.cat(sentence_losses)[:-6]"), "two_machines",
-        "the main process scored 402 predictions; the split has 400 sentences"),
+        # (2 machines, batches of 3: 402 gathered, 396 kept)
+        "the main process scored 396 predictions; the split has 400 sentences"),
     # the labels written as the predictions: a perfect accuracy, not the model's
     "labels_as_predictions": (applied(START).replace('"predictions": predictions.tolist()',
                                                      '"predictions": labels.tolist()'),
@@ -77,7 +78,7 @@ def test_the_untouched_script_scores_nothing_and_passes_only_prerequisites(grade
 def test_a_solution_built_at_test_time_scores_every_point(graded):
     checks, score = graded["solution"]
     assert all(c.passed for c in checks), [c for c in checks if not c.passed]
-    assert [c.key for c in checks] == list(check.grading_of(TASK).points)
+    assert sorted(c.key for c in checks) == sorted(check.grading_of(TASK).points)
     assert score == (10, 10)
 
 
