@@ -99,8 +99,9 @@ gradescope: install
 
 # ---- for the course's maintainers: accelerate_course/maintain/ ------------------------------
 
-# the classroom recipe (docs/classroom.md) end to end with local bare repositories: two real
-# gradings, about 2 minutes (in CI, not in make test)
+# the classroom recipe (docs/classroom.md) end to end with local bare repositories: five real
+# gradings (lesson 3 and the take-home task on GitHub Classroom, lesson 3 on Gradescope),
+# about 6 minutes on 2 cores (in CI, not in make test)
 test-classroom: install
 	COURSE_CLASSROOM_TEST=1 $(BIN)/python -m pytest tests/test_classroom.py -s $(ARGS)
 

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from accelerate_course import measuring, run_plans, running, takehome
-from accelerate_course.messages import joined, language, say
-from accelerate_course.steps import FOLDERS, REPO, TRAIN_PY as STEP_FILE
+from accelerate_course.messages import joined, language, say, then
+from accelerate_course.steps import FOLDERS, TRAIN_PY as STEP_FILE
 
 # seconds one launch of the grader may run (the student's runs, or a reference's): step 3's
 # whole check, all three launches, takes about 40 s on 2 cores
@@ -532,7 +532,7 @@ def results(grading, path, checks, seconds):
             "extra_data": {"check": c.key, "kind": worth.kind if worth else "stops grading"}})
     summary = say("grade.summary", path=path, what=grading.what, scored=scored, out_of=out_of)
     return {"score": scored, "execution_time": round(seconds),
-            "output": summary + (f" {reason}" if reason else ""),
+            "output": then(summary, reason),
             "visibility": "visible", "stdout_visibility": "visible", "tests": tests}
 
 
@@ -677,7 +677,7 @@ def print_checks(grading, checks, out=sys.stdout):
             f"  [{say('grade.points', scored=by_key[c.key], worth=worth.points)}]"
         print(f"  {mark}  {c.name}{worth_said}", file=out)
         if not c.passed:
-            print(f"        {say('grade.hint')}: {c.hint}", file=out)
+            print(f"        {say('grade.hint', hint=c.hint)}", file=out)
 
 
 def main():
@@ -731,9 +731,8 @@ def main():
     seconds = time.perf_counter() - start
     scored, out_of = score(grading, checks)
     reason = no_points_reason(grading, checks)
-    print(say("grade.total", passed=len(checks) - failed, checks=len(checks),
-              seconds=f"{seconds:.0f}", scored=scored, out_of=out_of)
-          + (f" {reason}" if reason else ""))
+    print(then(say("grade.total", passed=len(checks) - failed, checks=len(checks),
+                   seconds=f"{seconds:.0f}", scored=scored, out_of=out_of), reason))
     if left:
         print(say("grade.ended_left", n=left))
     if args.json:

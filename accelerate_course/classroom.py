@@ -29,7 +29,7 @@ import zipfile
 from pathlib import Path
 
 from accelerate_course import (check, exercise, install, measuring, messages, published,
-                               run_plans)
+                               run_plans, takehome)
 from accelerate_course.messages import say
 from accelerate_course.steps import (FOLDERS, REPO, TRAIN_PY, docstring_end, lesson_hunks,
                                      lesson_lines)
@@ -319,7 +319,7 @@ def main():
     grading = check.grading_of(args.what)
     if grading is None:
         sys.exit("error: " + say("submission.unknown", what=args.what, lessons="2, 3, 4",
-                                 tasks=", ".join(check.takehome.tasks()) or "-"))
+                                 tasks=", ".join(takehome.tasks()) or "-"))
     if args.command == "template":
         files = template(grading, args.out, args.course)
         lines = "" if grading.task else (f", none with any of the "

@@ -48,6 +48,14 @@ def say(message, lang=None, **values):
     return table()[message][lang or language()].format(**values)
 
 
+def then(first, second, lang=None):
+    """Return two sentences one after the other: a space between them in English, none in
+    Chinese (a sentence there ends with its own full stop, 。)."""
+    if not second:
+        return first
+    return first + ("" if (lang or language()) == "zh-CN" else " ") + second
+
+
 def joined(parts, lang=None):
     """Return several sentences or clauses as one hint: "; " in English, "；" in Chinese."""
     separator = "；" if (lang or language()) == "zh-CN" else "; "

@@ -1,6 +1,6 @@
 """A graded lab end to end, as GitHub Classroom and Gradescope run it, with local bare git
-repositories and a fake /autograder tree (make test-classroom, in CI; about 5 minutes on 2
-cores: five real gradings).
+repositories and a fake /autograder tree (make test-classroom, in CI; 6 min 14 s on 2 cores
+of an AMD EPYC, family 26, model 2, shared with other work: five real gradings).
 
 GitHub Classroom: the teacher's copy of the course at its tag, a students' repository written
 by `make student-template` and pushed, a student's push of the untouched exercise and then of
