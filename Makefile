@@ -1,15 +1,21 @@
 # The course's two commands:
 #   make course   run the course on the embedded default (installs what it needs first)
 #   make test     run the test suite (installs what it needs first)
-# native Windows (make from Git Bash or MSYS sets OS=Windows_NT): one line naming WSL
+# native Windows (make from Git Bash or MSYS sets OS=Windows_NT): make lesson, which needs only
+# Python, runs (with python, Windows' own name for it); every other goal stops in one line
+# that names WSL, and the plain python -m command of what needs only Python
 ifeq ($(OS),Windows_NT)
-$(error on Windows, run the course in WSL (Windows Subsystem for Linux): in PowerShell, wsl --install; then, in its Ubuntu terminal, clone the course and run make course there)
+PYTHON ?= python
+WINDOWS_REFUSED := $(filter-out lesson,$(or $(MAKECMDGOALS),course))
+ifneq ($(WINDOWS_REFUSED),)
+$(error on Windows, make $(firstword $(WINDOWS_REFUSED)) needs WSL (Windows Subsystem for Linux): in PowerShell, wsl --install, then clone the course and run make in its Ubuntu terminal; what needs only Python runs here: make lesson STEP=3, or python -m accelerate_course.lesson 3)
+endif
 endif
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: course test test-unit lesson what-if exercise check install clean \
+.PHONY: course test test-unit lesson what-if exercise takehome check install clean \
 	student-template gradescope test-classroom test-hosted benchmark notebook readme xla-lane verify-embedded gpu-check gpu-bundle
 
 # the pinned packages, torch built for this machine (TORCH=cpu, cuda, cu126 or cu128 to
@@ -36,7 +42,7 @@ course: install
 STEP_DIRS := $(patsubst %/train.py,%,$(sort $(wildcard step[0-9]_*/train.py)))
 STEPS := $(foreach dir,$(STEP_DIRS),$(patsubst step%,%,$(firstword $(subst _, ,$(dir)))))
 ifneq ($(filter command line environment,$(origin STEP)),)
-  STEP_GOALS := $(filter test lesson what-if exercise check student-template gradescope,$(MAKECMDGOALS))
+  STEP_GOALS := $(filter test lesson what-if exercise $(if $(TASK),,check student-template gradescope),$(MAKECMDGOALS))
   STEP_CHOICES := $(if $(filter exercise check student-template gradescope,$(STEP_GOALS)),$(filter-out 1,$(STEPS)),$(STEPS))
   ifneq ($(STEP_GOALS),)
     ifneq ($(words $(STEP)) $(filter $(STEP),$(STEP_CHOICES)),1 $(STEP))
@@ -64,29 +70,38 @@ lesson:
 what-if: install
 	$(BIN)/python -m accelerate_course.whatif $(if $(filter command line,$(origin STEP)),--step $(STEP)) $(ARGS)
 
-# a lesson as an exercise, and its grading: make exercise STEP=3, make check STEP=3 FILE=...
+# a lesson as an exercise, and its grading: make exercise STEP=3, make check STEP=3 FILE=...;
+# a take-home task (takehome/: a lesson applied to another loop): make takehome TASK=...,
+# make check TASK=...; the grader's words in Chinese: COURSE_LANG=zh-CN
+TASKS := $(patsubst takehome/%/task.toml,%,$(wildcard takehome/*/task.toml))
+GRADED = $(or $(TASK),$(STEP))
 exercise: install
 	$(BIN)/python -m accelerate_course.exercise $(STEP) $(ARGS)
-FILE ?= exercises/step$(STEP)/train.py
+takehome: install
+	$(if $(TASK),,$(error error: say which task: make takehome TASK=$(firstword $(TASKS)) (the tasks: $(TASKS))))
+	$(BIN)/python -m accelerate_course.takehome $(TASK) $(ARGS)
+FILE ?= exercises/$(if $(TASK),$(TASK),step$(STEP))/train.py
 check: install
-	$(BIN)/python -m accelerate_course.check $(STEP) $(FILE) $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT)) $(if $(JSON),--json $(JSON))
+	$(BIN)/python -m accelerate_course.check $(GRADED) $(FILE) $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT)) $(if $(JSON),--json $(JSON))
 
 # ---- for a teacher: a graded lab (docs/teaching.md) -----------------------------------------
 
-# the repository a class clones for a graded lab on lesson STEP (no line of its solution), and
-# Gradescope's autograder for it: make student-template STEP=3 OUT=../lab3, make gradescope STEP=3 OUT=../gs3
-LAB_GIVEN = $(if $(and $(OUT),$(filter command line,$(origin STEP))),,$(error error: say which lesson and where: make $@ STEP=3 OUT=../$(if $(filter gradescope,$@),gradescope,lab)3))
+# the repository a class clones for a graded lab on lesson STEP or on a take-home TASK (no line
+# of a solution), and Gradescope's autograder for it: make student-template STEP=3 OUT=../lab3,
+# make gradescope TASK=sst2-losses OUT=../gs (COURSE_LANG=zh-CN: the grader's words in Chinese)
+LAB_GIVEN = $(if $(and $(OUT),$(or $(TASK),$(filter command line,$(origin STEP)))),,$(error error: say what and where: make $@ STEP=3 OUT=../$(if $(filter gradescope,$@),gradescope,lab)3, or TASK=$(firstword $(TASKS)) instead of STEP=3))
 student-template: install
 	$(LAB_GIVEN)
-	$(BIN)/python -m accelerate_course.classroom template $(STEP) $(OUT) $(ARGS)
+	$(BIN)/python -m accelerate_course.classroom template $(GRADED) $(OUT) $(ARGS)
 gradescope: install
 	$(LAB_GIVEN)
-	$(BIN)/python -m accelerate_course.classroom gradescope $(STEP) $(OUT) $(ARGS)
+	$(BIN)/python -m accelerate_course.classroom gradescope $(GRADED) $(OUT) $(ARGS)
 
 # ---- for the course's maintainers: accelerate_course/maintain/ ------------------------------
 
-# the classroom recipe (docs/classroom.md) end to end with local bare repositories: two real
-# gradings, about 2 minutes (in CI, not in make test)
+# the classroom recipe (docs/classroom.md) end to end with local bare repositories: five real
+# gradings (lesson 3 and the take-home task on GitHub Classroom, lesson 3 on Gradescope),
+# about 6 minutes on 2 cores (in CI, not in make test)
 test-classroom: install
 	COURSE_CLASSROOM_TEST=1 $(BIN)/python -m pytest tests/test_classroom.py -s $(ARGS)
 

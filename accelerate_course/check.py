@@ -1,327 +1,601 @@
-"""Grade a student's step with the course's own comparison tests, run for real.
+"""Grade a student's file with the course's own measured checks, run for real.
 
-    python -m accelerate_course.check 3 exercises/step3/train.py     (make check STEP=3 FILE=...)
-    python -m accelerate_course.check 3 FILE --json results.json    (and Gradescope's results.json)
+    python -m accelerate_course.check 3 exercises/step3/train.py   (make check STEP=3 FILE=...)
+    python -m accelerate_course.check 3 FILE --json results.json  (and Gradescope's results.json)
+    python -m accelerate_course.check sst2-losses FILE             (a take-home task: make check TASK=...)
+    python -m accelerate_course.check 3 FOLDER                     (the one .py file in FOLDER)
 
-The file runs where step N runs (step 2 on 1 and 2 processes, step 3 on 2 and on 2 machines,
-step 4 through its own notebook_launcher), measured from inside every process
-(accelerate_course/lab_driver.py), and each check compares it with what the lesson requires
-(docs/classroom.md lists them, POINTS says what each is worth). Before anything is launched
-the file must be valid Python and its own code; each launch has a time limit. One line per
-check, `pass` or `FAIL` with a hint measured from the run (the what-if table's words:
-accelerate_course/diagnosis.py), the score, and exit code 1 when a check fails.
+What is graded is a lesson (2, 3 or 4: its exercise) or a take-home task (takehome/<task>/:
+a lesson applied to another loop; accelerate_course/takehome.py). The file runs where the
+lesson runs, in each setting its grading names, measured from inside every process
+(accelerate_course/lab_driver.py); each check compares what was measured with what the
+lesson requires. Points come only for what the lesson adds: a check the untouched file
+passes already is a prerequisite, shown and worth no point; a core check is one the lesson
+exists for; while a prerequisite or a core check fails, no check scores (POINTS). The file
+must be valid Python and its own code before anything is launched; each launch has a time
+limit; every process the file starts is ended at the end, in any session; the runs' folder
+is removed. The words are accelerate_course/messages.toml's, in the class's language
+(COURSE_LANG=zh-CN). One line per check, the score, and exit code 1 when a check fails.
 """
 
 import argparse
 import ast
+import contextlib
 import json
+import os
+import re
 import shutil
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import NamedTuple
 
-from accelerate_course import diagnosis, measuring, run_plans, running
+from accelerate_course import measuring, run_plans, running, takehome
+from accelerate_course.messages import joined, language, say, then
 from accelerate_course.steps import FOLDERS, TRAIN_PY as STEP_FILE
 
-# seconds one launch of the grader may run (the student's runs, the lesson's, or the unseen
-# setting's): step 3's whole check, all three, takes about 30 s on 2 cores
+# seconds one launch of the grader may run (the student's runs, or a reference's): step 3's
+# whole check, all three launches, takes about 40 s on 2 cores
 TIME_LIMIT = 300
+
+# what a check is: PREREQUISITE, what the untouched file passes already (shown, no point);
+# CORE, what the lesson exists for; FURTHER, the rest of what the lesson adds. While a
+# prerequisite or a core check fails, no check scores: a file that does not do the lesson
+# scores what the untouched file scores, 0
+PREREQUISITE, CORE, FURTHER = "prerequisite", "core", "further"
+
+
+class Worth(NamedTuple):
+    points: int
+    kind: str  # PREREQUISITE, CORE or FURTHER
+
+
+# what each check of a lesson is worth, by step (a take-home task has its own table, in its
+# task.toml); a grade is out of the sum. Each key's words: messages.toml's check.<key>
+POINTS = {
+    2: {"like_step1": Worth(0, PREREQUISITE), "one_group": Worth(2, CORE),
+        "one_model": Worth(1, CORE), "same_training": Worth(2, FURTHER)},
+    3: {"one_group": Worth(0, PREREQUISITE), "trained": Worth(0, PREREQUISITE),
+        "own_share": Worth(0, PREREQUISITE), "whole_split": Worth(3, CORE),
+        "own_predictions": Worth(2, CORE), "one_writer": Worth(1, CORE),
+        "two_machines": Worth(2, CORE), "one_printer": Worth(1, FURTHER),
+        "left_group": Worth(1, FURTHER)},
+    4: {"scored_once": Worth(0, PREREQUISITE), "launched": Worth(2, CORE),
+        "like_step3": Worth(3, CORE), "model_outside": Worth(3, FURTHER),
+        "fixed_shapes": Worth(2, FURTHER)},
+}
+
+# the flags of the graded runs where the predictions must mean something: long enough, at a
+# learning rate high enough, for the model's predictions to differ from pair to pair. After
+# the lab's short run (30 optimizer steps at 5e-5) the model predicts the same class for
+# every pair, and a file that writes that class without the model would pass (measured
+# here: 58 of 408 pairs predicted 0 on 1 process, 76 on 2, 95 with step 4's dropout off)
+PREDICTING_RUN = ["--max-train-steps", "120", "--lr", "5e-4"]
+# a setting the lesson's exercise does not show: 2 machines of 1 process each, evaluation
+# batches of 5 (408 pairs in 82 batches, 41 per process: a duplicated tail of 2, not 8)
+UNSEEN_FLAGS = [*PREDICTING_RUN, "--eval-batch-size", "5"]
 
 
 class Check(NamedTuple):
-    name: str
+    key: str  # its key in the points table; a check that stops grading has none there
     passed: bool
-    hint: str  # why it failed, from the run; "" when it passed
-    key: str = ""  # its key in POINTS, what it is worth; "": a check that stops grading
+    hint: str  # why it failed, said from the run, in the class's language; "" when it passed
+    name: str  # what it checks, in the class's language
 
 
-# what each check is worth, by step: a grade is out of the sum (make check prints the score,
-# --json writes Gradescope's results.json, a classroom workflow scores each check on its own)
-POINTS = {
-    2: {"like step 1": 2, "one group": 1, "same training": 2},
-    3: {"one group": 1, "trained": 1, "own share": 1, "scored once": 2, "own predictions": 2,
-        "one voice": 1, "left the group": 1, "unseen setting": 1},
-    4: {"one group": 2, "model outside": 2, "fixed shapes": 2, "like step 3": 2,
-        "scored once": 2},
-}
+def check(key, passed, hint="", **fields):
+    """Return a Check named by messages.toml's check.<key>, its fields filled."""
+    return Check(key, bool(passed), "" if passed else hint, say(f"check.{key}", **fields))
 
 
-def total(step):
-    """Return the points a step's grade is out of."""
-    return sum(POINTS[step].values())
+class Grading(NamedTuple):
+    """What one lesson or take-home task is graded on."""
+    lesson: int  # the lesson whose checks it uses (2, 3, 4)
+    points: dict  # {check key: Worth}
+    what: str  # how the lines name it, in the class's language ("lesson 3")
+    task: object = None  # the take-home task (takehome.Task), or None for a lesson
 
 
-def hint(run, reference, names=None):
-    """Return the symptoms of a run against a reference, as one hint (only the symptoms named,
-    when names are given), or a generic line when none is found."""
-    found = [s for s in diagnosis.symptoms(run, reference) if names is None or s.name in names]
-    if not found:
-        found = diagnosis.process_symptoms(run)
-    return "; ".join(s.hint for s in found) or "it differs from the lesson's run"
+def grading_of(name):
+    """Return the Grading of a lesson ("2", "3", "4") or of a take-home task (its folder's
+    name under takehome/); None when there is no such thing."""
+    if str(name) in {"2", "3", "4"}:
+        step = int(name)
+        return Grading(step, POINTS[step], say("grade.lesson", step=step))
+    task = takehome.tasks().get(str(name))
+    if task is None:
+        return None
+    return Grading(task.lesson, task.points, say("grade.task", task=task.name), task)
+
+
+def total(grading):
+    """Return the points a grade is out of."""
+    return sum(worth.points for worth in grading.points.values())
+
+
+# ---- what a run measured, said in the lesson's words -------------------------------------
+
+def items(grading, n):
+    """Return "408 pairs" (a lesson on MRPC) or "400 sentences" (a task's unit)."""
+    unit = grading.task.unit if grading.task else "pairs"
+    return say(f"unit.{unit}", n=n)
+
+
+def split_size(run):
+    """Return how many examples the validation split has, as the run's own weights evaluated
+    alone counted them (the driver's evaluation on a plain loader)."""
+    return len(run.alone_predictions) if run.alone_predictions else measuring.VALIDATION_PAIRS
+
+
+def accuracy_and_f1(predictions, labels):
+    """Return (accuracy, F1 of class 1) of predictions against labels, as GLUE computes them."""
+    pairs = list(zip(predictions, labels))
+    true_positive = sum(1 for p, y in pairs if p == 1 and y == 1)
+    predicted, actual = sum(1 for p, _ in pairs if p == 1), sum(1 for _, y in pairs if y == 1)
+    f1 = 2 * true_positive / (predicted + actual) if predicted + actual else 0.0
+    return sum(1 for p, y in pairs if p == y) / len(pairs), f1
+
+
+# the metric written and the metric of the written predictions: the same numbers, computed as
+# float64 (scikit-learn, in evaluate) or float32 (a tensor's mean): they agree to about 1e-7
+METRIC_TOLERANCE = 1e-6
+# a mean loss over the split, summed in another order (gathered, or evaluated alone): equal to
+# about 1e-7 relative; one duplicated example counted moves it by about 1e-3
+LOSS_TOLERANCE = 1e-5
+
+
+def metric_problem(grading, run):
+    """Return why the metric a run wrote is not its own model's (a hint), or "" when the
+    predictions written are the ones its final weights give alone, and the accuracy, F1 and
+    loss written are those of these predictions on the split."""
+    pairs = split_size(run)
+    written = run.predictions
+    if written is None:
+        return say("hint.no_metrics_written")
+    if len(written) != pairs:
+        return say("hint.predictions_for", count=len(written), split=items(grading, pairs))
+    differ = sum(a != b for a, b in zip(written, run.alone_predictions))
+    if differ:
+        return say("hint.not_its_predictions", differ=differ, split=items(grading, pairs))
+    accuracy, f1 = accuracy_and_f1(written, run.alone_labels)
+    for name, value, expected in (("accuracy", run.written_accuracy, accuracy),
+                                  ("F1", run.written_f1, f1)):
+        if value is not None and abs(value - expected) > METRIC_TOLERANCE:
+            return say("hint.metric_not_from_predictions", metric=name, written=f"{value:.4f}",
+                       expected=f"{expected:.4f}")
+    if run.written_accuracy is None:
+        return say("hint.no_accuracy_written")
+    return ""
+
+
+def loss_problem(grading, run):
+    """Return why the validation loss a run wrote is not the mean over the whole split (a
+    hint), or "" when it is."""
+    if run.written_eval_loss is None:
+        return say("hint.no_loss_written")
+    expected = run.alone_loss
+    if abs(run.written_eval_loss - expected) > LOSS_TOLERANCE * abs(expected):
+        return say("hint.loss_not_whole_split", written=f"{run.written_eval_loss:.6f}",
+                   expected=f"{expected:.6f}", split=items(grading, split_size(run)))
+    return ""
+
+
+def scored_problem(grading, run):
+    """Return why the main process did not score the whole split once (a hint), or ""."""
+    pairs = split_size(run)
+    scored = run.scored[0] if run.scored else len(run.predictions or [])
+    if scored == pairs:
+        return ""
+    if scored > pairs:
+        return say("hint.tail_counted", scored=scored, split=items(grading, pairs))
+    share = run.eval_forwarded[0] if run.eval_forwarded else None
+    if scored and share is not None and scored <= share:
+        return say("hint.own_share_scored", scored=scored, split=items(grading, pairs))
+    return say("hint.scored_count", scored=scored, split=items(grading, pairs))
+
+
+def voice_problem(run, what):
+    """Return why more or fewer than one process wrote or printed (a hint), or ""."""
+    parts = []
+    if what == "writes" and run.writes != 1:
+        parts.append(say("hint.writers", n=run.writes))
+    if what == "prints":
+        if run.printed != 1:
+            parts.append(say("hint.printers", n=run.printed))
+        if run.bars != 1:
+            parts.append(say("hint.bars", n=run.bars))
+    return joined(parts)
+
+
+def differing_training(run, reference):
+    """Return how a run's training differs from a reference's (a hint), or ""."""
+    mine, theirs = run.learning_rates, reference.learning_rates
+    if len(mine) != len(theirs):
+        return say("hint.steps_count", steps=len(mine), reference=len(theirs))
+    if mine != theirs:
+        middle = len(mine) // 2
+        return say("hint.learning_rate", middle=middle + 1, last=len(mine),
+                   mine=f"{mine[middle]:.2e} / {mine[-1]:.2e}",
+                   theirs=f"{theirs[middle]:.2e} / {theirs[-1]:.2e}")
+    if run.losses != reference.losses:
+        first = next((i for i, (a, b) in enumerate(zip(run.losses or [], reference.losses))
+                      if a != b), len(reference.losses))
+        return say("hint.losses_differ", step=first + 1)
+    if run.predictions != reference.predictions:
+        differ = sum(a != b for a, b in zip(run.predictions or [], reference.predictions))
+        return say("hint.predictions_differ", differ=differ)
+    return ""
+
+
+def close(a, b, tolerance=1e-4):
+    """Return True if two loss lists have the same length and agree to a relative tolerance
+    (two runs that compute the same function in other tensor shapes agree to about 1e-6)."""
+    return len(a) == len(b) and all(abs(x - y) <= tolerance * abs(y) for x, y in zip(a, b))
 
 
 # what a crash says, and what it means in the lesson's words (without writing the answer)
-NOT_EVERY_PROCESS_GATHERED = ("a process waited in a collective that another process never "
-                              "joined (a gather, or the forward pass of the prepared model, "
-                              "whose DistributedDataParallel wrapper first broadcasts its "
-                              "buffers): every process must take part in each, in the same "
-                              "order")
-CRASH_HINTS = [
-    ("Mismatch in the number of predictions",
-     "the metric got more predictions than references: each process holds only its own share "
-     "of the labels too, so they need what the predictions get"),
-    ("Unsupported types",
-     "gather() was given something that is not a tensor (a Python list or number): it gathers "
-     "tensors; turn them into Python values after gathering"),
-    ("lost another process", NOT_EVERY_PROCESS_GATHERED),  # the course's line (common/interrupt.py)
-    ("by peer", NOT_EVERY_PROCESS_GATHERED),  # gloo's "Connection closed (or reset) by peer"
+CRASH_MEANINGS = [
+    ("Mismatch in the number of predictions", "meaning.labels_not_gathered"),
+    ("Unsupported types", "meaning.not_a_tensor"),
+    ("lost another process", "meaning.collective_not_joined"),  # common/interrupt.py's line
+    ("by peer", "meaning.collective_not_joined"),  # gloo's "Connection closed by peer"
 ]
 
 
-def refused(run):
-    """Return the one failing Check of a run that stopped (none when it did not): the line it
-    stopped with, and what that means when it is a crash the lesson explains."""
-    if not run.error:
-        return []
-    meaning = next((hint for text, hint in CRASH_HINTS if text in run.error), None)
-    return [Check("it runs", False, f"the run stopped: {run.error}"
-                  + (f"\n        meaning: {meaning}" if meaning else ""))]
+def stopped(run):
+    """Return the one failing Check of a run that stopped: its own last line (the course's
+    one line, or the exception, with the line of the student's file it came from), and what
+    it means when the lesson explains that crash."""
+    error = re.sub(r"(by peer \S+)\. This is typically caused.*", r"\1", run.error)
+    where = f" ({say('hint.at_line', line=run.error_line)})" if run.error_line else ""
+    meaning = next((say(m) for text, m in CRASH_MEANINGS if text in run.error), None)
+    return [check("runs", False, say("hint.stopped", error=error) + where
+                  + (f"\n        {say('hint.meaning', meaning=meaning)}" if meaning else ""))]
 
 
-def grade_step2(one, two, one_reference, two_reference):
-    """one/two: the candidate's runs on 1 and 2 processes; the references: step 1 on 1 process,
-    the course's step 2 on 2."""
-    same_as_step1 = not one.error and one.losses == one_reference.losses and \
-        one.predictions == one_reference.predictions
-    joined = not two.error and two.processes_alone == 0 and two.accelerator_processes == 2
-    same_training = joined and two.losses == two_reference.losses and \
-        two.weights_equal and two.predictions == two_reference.predictions
+# ---- the checks of each lesson ---------------------------------------------------------
+
+def grade_lesson2(grading, one, two, step1, reference):
+    """one/two: the candidate's runs on 1 process (PREDICTING_RUN) and on 2; step1: step 1
+    on 1 process; reference: the lesson's step on 2 processes."""
+    if one.error and two.error:
+        return stopped(one)
+    like = not one.error and one.losses == step1.losses and \
+        one.predictions == step1.predictions and not metric_problem(grading, one)
+    like_hint = stopped(one)[0].hint if one.error else \
+        differing_training(one, step1) or metric_problem(grading, one)
+    joined_ = not two.error and two.processes_alone == 0 and two.accelerator_processes == 2
+    if joined_:
+        group_hint = ""
+    elif two.error and not two.accelerator_processes:  # stopped before any Accelerator
+        group_hint = say("hint.no_accelerator", n=two.processes_started)
+    elif two.error:
+        group_hint = stopped(two)[0].hint
+    else:
+        group_hint = say("hint.alone", alone=two.processes_alone, started=two.processes_started)
+    one_model = joined_ and two.weights_equal
+    same = one_model and not differing_training(two, reference)
     return [
-        Check("1 process: the same losses and predictions as step 1, bit for bit", same_as_step1,
-              "" if same_as_step1 else hint(one, one_reference), "like step 1"),
-        Check("2 processes: one group, each process says it is one of 2", joined,
-              "" if joined else hint(two, two_reference, {"alone", "refused"}),
-              "one group"),
-        Check("2 processes: the same training as the course's step 2 (one model, one schedule)",
-              same_training, "" if same_training else "not one group (above)" if not joined
-              else hint(two, two_reference), "same training"),
+        check("like_step1", like, like_hint),
+        check("one_group", joined_, group_hint, n=2),
+        check("one_model", one_model, say("hint.weights_differ") if joined_ else
+              say("hint.not_one_group_above")),
+        check("same_training", same, differing_training(two, reference) if one_model else
+              say("hint.not_one_model_above") if joined_ else say("hint.not_one_group_above")),
     ]
 
 
-def grade_step3(run, lesson, unseen=None):
-    """run: the candidate on 2 processes, beside the course's step 3 (lesson) in the same
-    setting; unseen: the candidate in a setting it has not seen (2 machines of 1 process,
-    evaluation batches of 5: UNSEEN_FLAGS), or None when it was not run."""
+def grade_lesson3(grading, run, reference, unseen):
+    """run: the candidate on 2 processes, beside the reference (the loop before the lesson:
+    step 2, or a task's starting script) in the same setting; unseen: the candidate on 2
+    machines of 1 process with other evaluation batches (None when it was not run)."""
     if run.error:
-        return refused(run)
-    joined = run.processes_alone == 0 and run.accelerator_processes == 2 and \
+        return stopped(run)
+    pairs = split_size(run)
+    joined_ = run.processes_alone == 0 and run.accelerator_processes == 2 and \
         run.distributed_type == "DistributedType.MULTI_CPU"
-    steps, lesson_steps = len(run.learning_rates), len(lesson.learning_rates)
-    trained = steps == lesson_steps and run.weights == lesson.weights
-    share, lesson_share = run.eval_forwarded, lesson.eval_forwarded
-    own_share = share == lesson_share
-    scored = run.scored[:1] == [measuring.VALIDATION_PAIRS] and \
-        len(run.predictions or []) == measuring.VALIDATION_PAIRS
-    equal = run.predictions == run.alone_predictions
-    one_voice = run.writes == 1 and run.printed == 1 and run.bars == 1
-    symptoms = {s.name: s.hint for s in diagnosis.process_symptoms(run)}
-    gathered = f" ({run.gathered} gathered)" if run.gathered else ""
+    steps, reference_steps = len(run.learning_rates), len(reference.learning_rates)
+    trained = steps == reference_steps and run.weights == reference.weights
+    share, reference_share = run.eval_forwarded, reference.eval_forwarded
     checks = [
-        Check("2 processes: one group, each process says it is one of 2", joined,
-              "" if joined else symptoms.get("alone", "each process should report 2 processes"),
-              "one group"),
-        Check(f"it trained as the lesson does: the same weights after {lesson_steps} "
-              f"optimizer steps", trained, "" if trained else
-              "no optimizer step was taken: it did not train" if not steps else
-              f"{steps} optimizer steps, where the lesson takes {lesson_steps}"
-              if steps != lesson_steps else "its final weights differ from the lesson's",
-              "trained"),
-        Check(f"each process evaluated its own share ({' + '.join(map(str, lesson_share))} "
-              f"pairs, the split and its duplicated tail)", own_share, "" if own_share else
-              own_share_hint(share, lesson_share), "own share"),
-        Check(f"the whole validation split scored once: {measuring.VALIDATION_PAIRS} pairs{gathered}",
-              scored, "" if scored else symptoms.get("tail_counted") or symptoms.get(
-                  "own_share") or f"the main process scored {run.scored}",
-              "scored once"),
-        Check("the same predictions as one process evaluating the same weights alone", equal,
-              "" if equal else differing(run.predictions or [], run.alone_predictions),
-              "own predictions"),
-        Check("one process prints the result, shows the bar and writes metrics.json", one_voice,
-              "" if one_voice else "; ".join(symptoms[k] for k in
-                                             ("many_writers", "many_printers", "many_bars")
-                                             if k in symptoms), "one voice"),
-        Check("every process leaves the process group at the end", bool(run.left_group),
-              "" if run.left_group else "a process exited while still in the process group: "
-              "the lesson leaves it explicitly, at the end of the function",
-              "left the group"),
+        check("one_group", joined_, say("hint.alone", alone=run.processes_alone,
+                                         started=run.processes_started)
+              if run.processes_alone else say("hint.group_size", n=run.accelerator_processes,
+                                              kind=run.distributed_type), n=2),
+        check("trained", trained, say("hint.no_training") if not steps else
+              say("hint.steps_count", steps=steps, reference=reference_steps)
+              if steps != reference_steps else say("hint.weights_not_reference"),
+              steps=reference_steps),
+        check("own_share", share == reference_share, own_share_hint(grading, share,
+                                                                    reference_share, pairs),
+              shares=items(grading, " + ".join(map(str, reference_share)))),
+        check("whole_split", not scored_problem(grading, run), scored_problem(grading, run),
+              split=items(grading, pairs)),
+        check("own_predictions", not metric_problem(grading, run), metric_problem(grading, run)),
+    ]
+    if "eval_loss" in grading.points:
+        checks.append(check("eval_loss", not loss_problem(grading, run),
+                            loss_problem(grading, run)))
+    checks += [
+        check("one_writer", run.writes == 1, voice_problem(run, "writes")),
+        check("one_printer", run.printed == 1 and run.bars == 1, voice_problem(run, "prints")),
+        check("left_group", bool(run.left_group), say("hint.stays_in_group")),
     ]
     if unseen is not None:
-        checks.append(unseen_check(unseen))
+        checks.append(two_machines_check(grading, unseen))
     return checks
 
 
-def own_share_hint(share, lesson_share):
-    """Say how the processes' own evaluations differ from the lesson's."""
+def own_share_hint(grading, share, reference_share, pairs):
+    """Say how the processes' own evaluations differ from the loop's before the lesson."""
+    said = " + ".join(map(str, share))
     if not any(share):
-        return "no process put the validation pairs through the model: predictions must come " \
-               "from the model, evaluated by every process"
-    if sorted(share)[-1] >= measuring.VALIDATION_PAIRS and sorted(share)[0] == 0:
-        return (f"one process evaluated all {measuring.VALIDATION_PAIRS} pairs and the others none "
-                f"({' + '.join(map(str, share))}): prepare() gives each process its own share "
-                "of the evaluation loader, to evaluate at once and gather")
-    if all(n >= measuring.VALIDATION_PAIRS for n in share):
-        return (f"each process evaluated all {measuring.VALIDATION_PAIRS} pairs itself "
-                f"({' + '.join(map(str, share))}): the evaluation loader should give each process "
-                "its own share, as the training loader does, and the shares be gathered")
-    return f"the processes evaluated {' + '.join(map(str, share))} pairs; the lesson's " \
-           f"evaluate {' + '.join(map(str, lesson_share))}"
+        return say("hint.no_evaluation")
+    if max(share) >= pairs and min(share) == 0:
+        return say("hint.one_evaluates_all", split=items(grading, pairs), shares=said)
+    if all(n >= pairs for n in share):
+        return say("hint.each_evaluates_all", split=items(grading, pairs), shares=said)
+    return say("hint.shares", shares=said, reference=" + ".join(map(str, reference_share)))
 
 
-# a setting the exercise does not show: evaluation batches of 5 (408 pairs in 82 batches, 41
-# per process: a duplicated tail of 2, not 8), on 2 machines of 1 process each
-UNSEEN_FLAGS = [*run_plans.SHORT_RUN, "--eval-batch-size", "5"]
-
-
-def unseen_check(run):
-    """The candidate on 2 machines (1 process each, on 127.0.0.1) with UNSEEN_FLAGS."""
-    name = "on 2 machines of 1 process, with evaluation batches of 5: the whole split once, " \
-           "its weights' own predictions, one metrics.json"
+def two_machines_check(grading, run):
+    """The candidate on 2 machines (1 process each, on 127.0.0.1) with the unseen flags: the
+    whole split once, its own predictions and metric (and loss), one metrics.json."""
+    batch = grading.task.unseen_batch if grading.task else UNSEEN_FLAGS[-1]
     if run.error:
-        return Check(name, False, f"the run stopped: {run.error}", "unseen setting")
-    problems = []
-    scored = run.scored[:1]
-    if scored and scored == run.eval_forwarded[:1]:
-        problems.append(f"the main process scored only its own share, {scored[0]} pairs of "
-                        f"{measuring.VALIDATION_PAIRS}")
-    elif scored != [measuring.VALIDATION_PAIRS]:
-        problems.append(f"the main process scored {scored[0] if scored else 'no'} pairs for "
-                        f"{measuring.VALIDATION_PAIRS}: how many predictions to keep depends on the "
-                        f"split, not on this setting's number of processes and batch size")
-    elif run.predictions != run.alone_predictions:
-        problems.append(differing(run.predictions or [], run.alone_predictions))
-    if run.writes != 1:
-        problems.append(f"{run.writes} processes wrote metrics.json: on several machines, "
-                        "each machine has a main process of its own, and the run has only one")
-    return Check(name, not problems, "; ".join(problems), "unseen setting")
+        return check("two_machines", False, stopped(run)[0].hint, batch=batch)
+    # the count of predictions said once: by the scoring, else by the metric
+    problems = [scored_problem(grading, run) or metric_problem(grading, run),
+                voice_problem(run, "writes")]
+    if "eval_loss" in grading.points:
+        problems.append(loss_problem(grading, run))
+    return check("two_machines", not any(problems), joined(problems), batch=batch)
 
 
-def differing(predictions, alone):
-    """Return how a run's predictions differ from those of its weights evaluated alone."""
-    if len(predictions) != len(alone):
-        return f"{len(predictions)} predictions for {len(alone)} pairs"
-    return f"{sum(a != b for a, b in zip(predictions, alone))} of {len(alone)} predictions differ"
-
-
-def grade_step4(run, step3_reference):
-    """run: the candidate through its notebook_launcher on 2 processes, dropout off; the
-    reference: the course's step 3 on 2 processes, dropout off."""
+def grade_lesson4(grading, run, step3):
+    """run: the candidate through its notebook_launcher on 2 processes, dropout off; step3:
+    the course's step 3 on 2 processes, dropout off (both PREDICTING_RUN)."""
     if run.error:
-        return refused(run)
-    symptoms = {s.name: s.hint for s in diagnosis.process_symptoms(run)}
-    joined = run.processes_alone == 0 and run.processes_reporting == 2 and run.accelerator_processes == 2
-    if run.processes_reporting < 2:
-        symptoms["alone"] = ("only 1 process trained: main() should start training_function "
-                             "with notebook_launcher(..., num_processes=2)")
+        return stopped(run)
+    scored = joined([scored_problem(grading, run) or metric_problem(grading, run),
+                     voice_problem(run, "writes")])
+    launched = run.processes_alone == 0 and run.processes_reporting == 2 and \
+        run.accelerator_processes == 2
+    launched_hint = say("hint.launched_one", n=run.processes_reporting) \
+        if run.processes_reporting < 2 else say("hint.alone", alone=run.processes_alone,
+                                                started=run.processes_started)
     outside = run.models_created_before >= 1 and run.models_created_inside == 0
     fixed = run.lengths == [128]
-    equal = run.predictions == step3_reference.predictions and \
-        diagnosis.close(run.losses or [], step3_reference.losses)
-    whole = run.scored[:1] == [measuring.VALIDATION_PAIRS] and run.writes == 1
+    like = launched and run.predictions == step3.predictions and \
+        close(run.losses or [], step3.losses)
+    like_hint = say("hint.not_launched_above") if not launched else \
+        differing_training(run, step3) or say("hint.losses_not_close")
     return [
-        Check("notebook_launcher: 2 processes in one group, each says it is one of 2", joined,
-              "" if joined else symptoms.get("alone", f"{run.processes_reporting} process(es) "
-                                             "trained: main() should call notebook_launcher"),
-              "one group"),
-        Check("the model created once, before the launch, and passed in", outside,
-              "" if outside else f"the model was created {run.models_created_inside} times "
-              "inside the launched processes: on a TPU every core would load its own copy",
-              "model outside"),
-        Check("every batch padded to the same 128 tokens", fixed,
-              "" if fixed else f"the model saw batches of {len(run.lengths)} different "
-              f"lengths ({', '.join(map(str, run.lengths[:6]))}, ...): on XLA each new "
-              "length compiles a new graph", "fixed shapes"),
-        Check("with dropout off, step 3's predictions, and its losses to a relative 1e-4", equal,
-              "" if equal else hint(run, step3_reference), "like step 3"),
-        Check("the whole validation split scored once, one metrics.json", whole,
-              "" if whole else "; ".join(symptoms.values()) or f"scored {run.scored}",
-              "scored once"),
+        check("scored_once", not scored, scored, split=items(grading, split_size(run))),
+        check("launched", launched, launched_hint, n=2),
+        check("like_step3", like, like_hint),
+        check("model_outside", outside, say("hint.model_inside",
+                                            n=run.models_created_inside)),
+        check("fixed_shapes", fixed, say("hint.lengths", n=len(run.lengths),
+                                         lengths=", ".join(map(str, run.lengths[:6])))),
     ]
 
 
-# the sets of runs a grading reads, each {name: Run}: one launch each
-ONE_PROCESS = "1 process"  # step 2: step 1, step 2 and the candidates, on 1 process
-TWO_PROCESSES = "2 processes"  # the candidates and the lesson where the lesson runs
-TWO_MACHINES = "2 machines"  # step 3: the candidates in the setting no exercise shows
-STEP3_REFERENCE = "step 3 without dropout"  # step 4: what it must equal
+# ---- the runs a grading reads ----------------------------------------------------------
+
+ONE_PROCESS = "1 process"  # lesson 2: step 1 and the candidates on 1 process
+TWO_PROCESSES = "2 processes"  # the candidates and the reference, each launch of 2 processes
+TWO_MACHINES = "2 machines"  # lesson 3: the candidates in the setting no exercise shows
+STEP3_REFERENCE = "step 3 without dropout"  # lesson 4: what it must equal
+REFERENCE = "reference"  # the name of the reference run in a set
 
 
-def one_process_runs(candidates, folder, time_limit=900):
-    """Run step 1, step 2 and the candidates on one process, under accelerate launch (which
-    gives it one thread); return {name: Run}."""
-    scripts = {"step1": STEP_FILE[1], "lesson": STEP_FILE[2], **candidates}
-    return run_plans.run_scripts(2, scripts, Path(folder) / "one", processes=1,
-                                 launcher="accelerate", time_limit=time_limit)
+def reference_script(grading):
+    """Return the script a lesson's candidates are compared with on 2 processes: the loop
+    before the lesson, when that suffices (lesson 3: step 2 trains and evaluates its shares
+    as step 3 does; a task: its own starting script), else the lesson's own step (lesson 2)."""
+    if grading.task:
+        return grading.task.start
+    return STEP_FILE[2]
 
 
-def runs_for(step, candidates, folder, made=None, time_limit=900):
-    """Return the sets of runs that grading `candidates` ({name: path}) as step `step` reads,
-    {set name: {name: Run}}: each set not in `made` (sets run already, with the same flags
-    and candidates) is run now, in one launch."""
+def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT):
+    """Return the sets of runs that grading `candidates` ({name: path}) reads, {set name:
+    {name: Run}}: each set not in `made` (sets run already, with the same flags and
+    candidates) is run now, in one launch."""
     folder, made = Path(folder), made or {}
+    reference = reference_script(grading)
+    flags = grading.task.flags if grading.task else run_plans.SHORT_RUN
     needed = {
-        2: {ONE_PROCESS: lambda: one_process_runs(candidates, folder, time_limit),
+        2: {ONE_PROCESS: lambda: run_plans.run_scripts(
+                2, {"step1": STEP_FILE[1], **candidates}, folder / "one", PREDICTING_RUN,
+                processes=1, launcher="accelerate", time_limit=time_limit, evaluate_alone=True),
             TWO_PROCESSES: lambda: run_plans.run_scripts(
-                2, {"lesson": STEP_FILE[2], **candidates}, folder / "two",
-                time_limit=time_limit)},
-        # the candidates in a launch of their own, before the lesson's: no output of the
-        # lesson exists while they run, and a collective only some of their processes join
-        # ends their launch (the others leave), instead of meeting the lesson's collectives
+                2, {REFERENCE: reference, **candidates}, folder / "two", time_limit=time_limit)},
+        # the candidates in a launch of their own, before the reference's: a collective only
+        # some of their processes join ends their launch (the others leave), instead of
+        # meeting the reference's collectives
         3: {TWO_PROCESSES: lambda: {
-                **run_plans.run_scripts(3, candidates, folder / "yours", time_limit=time_limit),
-                **run_plans.run_scripts(3, {"lesson": STEP_FILE[3]}, folder / "two",
+                **run_plans.run_scripts(3, candidates, folder / "yours", flags,
+                                        time_limit=time_limit),
+                **run_plans.run_scripts(3, {REFERENCE: reference}, folder / "reference", flags,
                                         time_limit=time_limit)},
             TWO_MACHINES: lambda: run_plans.run_on_two_machines(
-                3, candidates, folder / "unseen", UNSEEN_FLAGS, time_limit)},
+                3, candidates, folder / "unseen",
+                grading.task.unseen_flags if grading.task else UNSEEN_FLAGS, time_limit)},
         4: {STEP3_REFERENCE: lambda: run_plans.run_scripts(
-                3, {"lesson": STEP_FILE[3]}, folder / "step3", run_plans.step4_flags(folder),
+                3, {REFERENCE: STEP_FILE[3]}, folder / "step3", step4_flags(folder),
                 time_limit=time_limit),
             TWO_PROCESSES: lambda: run_plans.run_scripts(
-                4, {"lesson": STEP_FILE[4], **candidates}, folder / "two",
-                run_plans.step4_flags(folder), env=run_plans.LAUNCH_ENV.get(4),
-                time_limit=time_limit)},
-    }[step]
+                4, candidates, folder / "two", step4_flags(folder),
+                env=run_plans.LAUNCH_ENV.get(4), time_limit=time_limit)},
+    }[grading.lesson]
     return {name: made[name] if name in made else run() for name, run in needed.items()}
 
 
-def grade(step, name, runs):
+def step4_flags(folder):
+    """Return the flags of lesson 4's graded runs: dropout off (step 4 is then step 3 exactly,
+    run_plans.step4_flags), for PREDICTING_RUN's steps at its learning rate."""
+    flags = run_plans.step4_flags(folder)
+    at = flags.index("--max-train-steps")
+    return [*flags[:at], *flags[at + 2:], *PREDICTING_RUN]
+
+
+def grade(grading, name, runs):
     """Return the Checks of candidate `name` from runs_for(...)."""
-    if step == 2:
-        return grade_step2(runs[ONE_PROCESS][name], runs[TWO_PROCESSES][name],
-                           runs[ONE_PROCESS]["step1"], runs[TWO_PROCESSES]["lesson"])
-    if step == 3:
-        return grade_step3(runs[TWO_PROCESSES][name], runs[TWO_PROCESSES]["lesson"],
-                           runs[TWO_MACHINES].get(name))
-    return grade_step4(runs[TWO_PROCESSES][name], runs[STEP3_REFERENCE]["lesson"])
+    if grading.lesson == 2:
+        return grade_lesson2(grading, runs[ONE_PROCESS][name], runs[TWO_PROCESSES][name],
+                             runs[ONE_PROCESS]["step1"], runs[TWO_PROCESSES][REFERENCE])
+    if grading.lesson == 3:
+        return grade_lesson3(grading, runs[TWO_PROCESSES][name], runs[TWO_PROCESSES][REFERENCE],
+                             runs.get(TWO_MACHINES, {}).get(name))
+    return grade_lesson4(grading, runs[TWO_PROCESSES][name], runs[STEP3_REFERENCE][REFERENCE])
+
+
+# ---- the score ---------------------------------------------------------------------------
+
+def blocking(grading, checks):
+    """Return the failed checks that keep every check from scoring: a prerequisite, a core
+    check, or a check that stopped grading (not in the points table)."""
+    return [c for c in checks if not c.passed and
+            (c.key not in grading.points or grading.points[c.key].kind != FURTHER)]
+
+
+def points(grading, checks):
+    """Return {check key: points it scored} (0 for each while a blocking check fails)."""
+    blocked = bool(blocking(grading, checks))
+    return {c.key: grading.points[c.key].points if c.passed and not blocked and
+            c.key in grading.points else 0 for c in checks}
+
+
+def score(grading, checks):
+    """Return (points scored, points the grade is out of)."""
+    return sum(points(grading, checks).values()), total(grading)
+
+
+def points_table():
+    """Return, as a Markdown table, what each check of each lesson and take-home task is worth:
+    its prerequisites (no point), its core checks and its further ones (docs/classroom.md)."""
+    lines = ["| graded | prerequisites (no points) | core checks: points | further checks: points "
+             "| out of |", "|---|---|---|---|---|"]
+    gradings = [grading_of(str(step)) for step in POINTS] + \
+        [grading_of(name) for name in takehome.tasks()]
+    for grading in gradings:
+        def cells(kind):
+            return ", ".join(f"{key}" + ("" if kind == PREREQUISITE else f": {worth.points}")
+                             for key, worth in grading.points.items() if worth.kind == kind)
+        what = grading.task.name if grading.task else f"lesson {grading.lesson}"
+        lines.append(f"| {what} | {cells(PREREQUISITE)} | {cells(CORE)} | {cells(FURTHER)} "
+                     f"| {total(grading)} |")
+    return "\n".join(lines) + "\n"
+
+
+def stopped_grading(grading, checks):
+    """Return True if grading stopped at one check outside the points table (not Python,
+    not its own code, a crash, the time limit): the grade is that one line."""
+    return len(checks) == 1 and checks[0].key not in grading.points
+
+
+def no_points_reason(grading, checks):
+    """Return why no check scored (the first blocking check's kind), or "" when none blocks."""
+    blocked = blocking(grading, checks)
+    if not blocked or stopped_grading(grading, checks):
+        return ""
+    first = blocked[0]
+    kind = grading.points[first.key].kind
+    return say(f"grade.blocked_{kind}", check=first.name)
+
+
+def results(grading, path, checks, seconds):
+    """Return Gradescope's results.json for the checks of one file (its autograder format:
+    gradescope-autograders.readthedocs.io, specs): one test per check, its points and, when
+    it failed or scored nothing, why as its output; a prerequisite as a test worth 0; a check
+    that stopped grading as one test worth every point of the grade, none scored. The words
+    are the class's language's."""
+    scored, out_of = score(grading, checks)
+    by_key = points(grading, checks)
+    reason = no_points_reason(grading, checks)
+    stopped_ = stopped_grading(grading, checks)
+    tests = []
+    for c in checks:
+        worth = grading.points.get(c.key)
+        output = c.hint if not c.passed else reason if worth and worth.points and reason else ""
+        tests.append({
+            "name": c.name + (f" ({say('grade.prerequisite')})"
+                              if worth and worth.kind == PREREQUISITE else ""),
+            "score": by_key[c.key],
+            "max_score": out_of if stopped_ else worth.points if worth else 0,
+            "status": "passed" if c.passed else "failed",
+            "output": output, "visibility": "visible",
+            "extra_data": {"check": c.key, "kind": worth.kind if worth else "stops grading"}})
+    summary = say("grade.summary", path=path, what=grading.what, scored=scored, out_of=out_of)
+    return {"score": scored, "execution_time": round(seconds),
+            "output": then(summary, reason),
+            "visibility": "visible", "stdout_visibility": "visible", "tests": tests}
+
+
+def refused(message, **fields):
+    """Return results.json for a submission graded as nothing (no file to grade): score 0, one
+    line."""
+    return {"score": 0, "output": say(message, **fields), "visibility": "visible",
+            "stdout_visibility": "visible", "tests": []}
+
+
+# ---- before anything is launched ---------------------------------------------------------
+
+class NoFile(Exception):
+    """There is no one file to grade: its message is the one line to print."""
+
+
+def graded_file(given, grading):
+    """Return the Python file to grade for what was given: the file; a notebook's paired .py
+    (jupytext); the one .py file of a folder (Gradescope's submission, whatever its name:
+    "train (1).py"). Raise NoFile with the one line to print otherwise."""
+    given = Path(given)
+    if given.is_dir():
+        found = sorted(p for p in given.rglob("*.py") if "__MACOSX" not in p.parts)
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            notebooks = sorted(given.rglob("*.ipynb"))
+            if len(notebooks) == 1:
+                return graded_file(notebooks[0], grading)
+            raise NoFile(say("submission.none", folder=given))
+        names = ", ".join(str(p.relative_to(given)) for p in found)
+        raise NoFile(say("submission.several", count=len(found), names=names))
+    if given.suffix == ".ipynb":
+        paired = given.with_suffix(".py")
+        if paired.is_file():
+            return paired
+        raise NoFile(say("submission.notebook", notebook=given))
+    if not given.is_file():
+        raise NoFile(say("submission.missing", file=given, make=make_exercise(grading)))
+    return given
+
+
+def make_exercise(grading):
+    """Return the command that writes the untouched file of a grading."""
+    if grading.task:
+        return f"make takehome TASK={grading.task.name}"
+    return f"make exercise STEP={grading.lesson}"
 
 
 def before_launch(path):
-    """Return the Checks made on the file before anything is launched: it is Python, and its
-    own code (its code, docstrings and comments aside, neither runs nor imports the course's
-    step files)."""
+    """Return the Checks made on the file before anything is launched: it is the file saved
+    last (beside its jupytext notebook), Python, and its own code (its code, docstrings and
+    comments aside, neither runs nor imports the course's step files)."""
     notebook = path.with_suffix(".ipynb")
     if notebook.exists() and notebook.stat().st_mtime > path.stat().st_mtime + 1:
-        return [Check("it is the file you saved last", False,
-                      f"{notebook} was saved after {path.name}, which is what is graded: "
-                      f"jupytext --sync {notebook} writes the notebook into it (pair them once "
-                      f"with jupytext --set-formats ipynb,py:percent {path})")]
-    text = path.read_text()
+        return [check("saved_last", False, say("hint.notebook_newer", notebook=notebook,
+                                               file=path.name))]
+    text = path.read_text(errors="replace")
     try:
         tree = ast.parse(text, str(path))
     except SyntaxError as error:
-        return [Check("it is valid Python", False,
-                      f"line {error.lineno}: {error.msg} (python -m py_compile {path} shows it)")]
+        return [check("valid_python", False, say("hint.syntax", line=error.lineno,
+                                                 error=error.msg, file=path))]
     docstrings = {id(body[0].value) for node in ast.walk(tree)
                   if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
                   and (body := node.body) and isinstance(body[0], ast.Expr)
@@ -340,99 +614,137 @@ def before_launch(path):
             uses_reference |= {m for m in modules if m.split(".")[0] in
                                ("runpy", "importlib", *FOLDERS.values())}
     if uses_reference:
-        return [Check("it is its own code", False,
-                      f"it uses {', '.join(sorted(uses_reference))}: the exercise is graded on "
-                      f"the code you write, not on running or importing the course's step files")]
+        return [check("own_code", False, say("hint.uses", names=", ".join(sorted(uses_reference))))]
     return []
 
 
-def graded_within(args, folder):
-    """Return the Checks of the student's file: its runs graded, or one failing Check when a
-    launch ran past the time limit."""
+# ---- running it ------------------------------------------------------------------------
+
+# every process a graded file starts carries this variable, set to this grading's own value:
+# found by it at the end, in any session or process group (a file may start a process in a
+# session of its own), and ended
+MARKER = "COURSE_GRADED_RUN"
+
+
+def marked_processes(value):
+    """Return this user's processes whose environment holds MARKER=value (psutil; a process
+    that cannot be read, or has ended, is skipped)."""
+    import psutil
+    found = []
+    for process in psutil.process_iter(["pid", "uids"]):
+        if process.pid == os.getpid() or process.info["uids"] is None or \
+                process.info["uids"].real != os.getuid():
+            continue
+        with contextlib.suppress(psutil.Error, OSError):
+            if process.environ().get(MARKER) == value:
+                found.append(process)
+    return found
+
+
+def end_marked(value):
+    """Kill every process the grading started that still runs, in any session; return how
+    many there were."""
+    import psutil
+    left = marked_processes(value)
+    for process in left:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(left, timeout=10)
+    return len(left)
+
+
+def graded_within(grading, path, folder, time_limit):
+    """Return the Checks of the file: its runs graded, or one failing Check when a launch ran
+    past the time limit, or failed in a way that is not a run's own error."""
     try:
-        return grade(args.step, "yours", runs_for(args.step, {"yours": args.file.resolve()},
-                                                  folder, time_limit=args.time_limit))
-    except running.TimeLimitReached as stopped:
-        return [Check(f"it finishes within the time limit ({args.time_limit} s)", False,
-                      f"the run was {stopped}, and was stopped with every process it had "
-                      f"started: a loop that never ends, or a process waiting for the "
-                      f"others? (on a slow machine: --time-limit with more seconds)")]
+        return grade(grading, "yours", runs_for(grading, {"yours": path.resolve()}, folder,
+                                                time_limit=time_limit))
+    except running.TimeLimitReached as stopped_:
+        return [check("time_limit", False, say("hint.time_limit", seconds=round(stopped_.seconds)),
+                      seconds=time_limit)]
+    except run_plans.LaunchFailed as failed:
+        return [check("runs", False, say("hint.stopped", error=failed.last_line))]
 
 
-def remove_references(folder):
-    """Remove the lesson's own runs (the student's stay, to read): no later run on this
-    machine finds the lesson's outputs."""
-    for reference in [*folder.glob("*/lesson"), *folder.glob("*/step1"), folder / "step3"]:
-        shutil.rmtree(reference, ignore_errors=True)
-
-
-def points(step, check):
-    """Return what a check is worth when it passes (0 for a check that stops grading)."""
-    return POINTS[step].get(check.key, 0)
-
-
-def score(step, checks):
-    """Return (points scored, points the grade is out of)."""
-    return sum(points(step, c) for c in checks if c.passed), total(step)
-
-
-def results(step, path, checks, seconds):
-    """Return Gradescope's results.json for the checks of one file (its autograder format:
-    gradescope-autograders.readthedocs.io, specs): one test per check, its points and, when it
-    failed, its hint as output; a check that stopped grading (not valid Python, a crash, the
-    time limit) as one test worth every point the grade is out of, none scored."""
-    scored, out_of = score(step, checks)
-    stopped = len(checks) == 1 and not checks[0].key
-    tests = [{"name": check.name,
-              "score": points(step, check) if check.passed else 0,
-              "max_score": out_of if stopped else points(step, check),
-              "status": "passed" if check.passed else "failed",
-              "output": check.hint, "visibility": "visible",
-              "extra_data": {"check": check.key}} for check in checks]
-    return {"score": scored, "execution_time": round(seconds),
-            "output": f"{path} checked as step {step}: {scored} of {out_of} points",
-            "visibility": "visible", "stdout_visibility": "visible", "tests": tests}
+def print_checks(grading, checks, out=sys.stdout):
+    """Print one line per check (its hint below when it failed), the prerequisites first."""
+    by_key = points(grading, checks)
+    for c in checks:
+        worth = grading.points.get(c.key)
+        mark = say("grade.pass") if c.passed else say("grade.fail")
+        worth_said = "" if stopped_grading(grading, checks) or worth is None else \
+            f"  [{say('grade.prerequisite')}]" if worth.kind == PREREQUISITE else \
+            f"  [{say('grade.points', scored=by_key[c.key], worth=worth.points)}]"
+        print(f"  {mark}  {c.name}{worth_said}", file=out)
+        if not c.passed:
+            print(f"        {say('grade.hint', hint=c.hint)}", file=out)
 
 
 def main():
     parser = argparse.ArgumentParser(prog="python -m accelerate_course.check",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("step", type=int, choices=[2, 3, 4])
-    parser.add_argument("file", type=Path)
+    parser.add_argument("what", help="the lesson (2, 3, 4) or the take-home task "
+                                     f"({', '.join(takehome.tasks()) or 'none'})")
+    parser.add_argument("file", type=Path, help="the file to grade, its notebook, or a folder "
+                                                "holding one .py file")
     parser.add_argument("--time-limit", type=int, default=TIME_LIMIT, metavar="SECONDS",
                         help=f"stop a launch that runs longer (default {TIME_LIMIT}; more on a "
                              "slow machine)")
     parser.add_argument("--json", type=Path, metavar="RESULTS_JSON",
                         help="also write the grade in Gradescope's results.json format")
     args = parser.parse_args()
-    if not args.file.is_file():
-        sys.exit(f"error: {args.file} does not exist; write it first: make exercise STEP={args.step}")
+    language()  # an unknown COURSE_LANG: one line, before anything
+    grading = grading_of(args.what)
+    if grading is None:
+        sys.exit("error: " + say("submission.unknown", what=args.what, lessons="2, 3, 4",
+                                 tasks=", ".join(takehome.tasks()) or "-"))
+    try:
+        path = graded_file(args.file, grading)
+    except NoFile as nothing:
+        if args.json:
+            write_results(args.json, refused("submission.graded_nothing", reason=str(nothing)))
+        sys.exit(f"error: {nothing}")
     start = time.perf_counter()
-    folder = Path(tempfile.mkdtemp(prefix=f"check-step{args.step}-"))
-    print(f"checking {args.file} as step {args.step} (the runs: {folder})", flush=True)
-    checks = before_launch(args.file)
+    print(say("grade.checking", file=path, what=grading.what), flush=True)
+    if path != args.file:
+        print(say("grade.graded_instead", given=args.file, file=path), flush=True)
+    checks = before_launch(path)
+    marker = uuid.uuid4().hex
+    os.environ[MARKER] = marker  # every launch's environment is a copy of this one
+    folder = Path(tempfile.mkdtemp(prefix=f"check-{args.what}-"))
+    # what the launches write in a temporary folder (torch's launcher's logs) goes in this one
+    # too, removed with it at the end
+    (folder / "tmp").mkdir()
+    os.environ["TMPDIR"] = str(folder / "tmp")
     try:
         with running.stop_together():
             if not checks:
-                checks = graded_within(args, folder)
+                checks = graded_within(grading, path, folder, args.time_limit)
     except running.Stopped as stop:
-        remove_references(folder)
-        running.end_command(stop, f"the check of {args.file} was stopped: no grade")
-    remove_references(folder)
-    for check in checks:
-        print(f"  {'pass' if check.passed else 'FAIL'}  {check.name}"
-              + ("" if check.passed else f"\n        hint: {check.hint}"))
+        end_marked(marker)
+        shutil.rmtree(folder, ignore_errors=True)
+        running.end_command(stop, say("grade.stopped", file=path))
+    left = end_marked(marker)
+    shutil.rmtree(folder, ignore_errors=True)
+    print_checks(grading, checks)
     failed = sum(not c.passed for c in checks)
     seconds = time.perf_counter() - start
-    scored, out_of = score(args.step, checks)
-    print(f"{len(checks) - failed} of {len(checks)} checks passed in {seconds:.0f} s: "
-          f"{scored} of {out_of} points")
+    scored, out_of = score(grading, checks)
+    reason = no_points_reason(grading, checks)
+    print(then(say("grade.total", passed=len(checks) - failed, checks=len(checks),
+                   seconds=f"{seconds:.0f}", scored=scored, out_of=out_of), reason))
+    if left:
+        print(say("grade.ended_left", n=left))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results(args.step, args.file, checks, seconds),
-                                        indent=1) + "\n")
-        print(f"results written to {args.json}")
+        write_results(args.json, results(grading, path, checks, seconds))
+        print(say("grade.results_written", path=args.json))
     sys.exit(1 if failed else 0)
+
+
+def write_results(path, results_json):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results_json, indent=1, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -1,50 +1,51 @@
 """A graded lab, for a teacher: the repository a class clones, and a Gradescope autograder.
 
-    python -m accelerate_course.classroom template 3 OUT    (make student-template STEP=3 OUT=...)
-    python -m accelerate_course.classroom gradescope 3 OUT  (make gradescope STEP=3 OUT=...)
+    python -m accelerate_course.classroom template 3 OUT              (make student-template STEP=3 OUT=...)
+    python -m accelerate_course.classroom template sst2-losses OUT    (make student-template TASK=... OUT=...)
+    python -m accelerate_course.classroom gradescope 3 OUT            (make gradescope STEP=3 OUT=...)
 
-template: the students' repository for lesson N with nothing of its solution (the steps before
-N, the exercise, the lesson's text, what runs it, a dev container) and a
-.github/workflows/classroom.yml in GitHub Classroom's own form, which grades each push once
-with the teacher's copy of the course at its tag and scores each check as a step of its own.
-gradescope: setup.sh and run_autograder at a zip's root, the teacher's copy beside them;
-run_autograder writes /autograder/results/results.json (check.results). docs/teaching.md.
+What is graded: a lesson (2, 3, 4: its exercise) or a take-home task (takehome/<task>/).
+template: the students' repository, with nothing of a lesson's solution (the steps before
+it, the exercise or the task's starting script, the text, what runs it, a dev container) and
+a .github/workflows/classroom.yml in GitHub Classroom's own form. That workflow grades each
+push once with the teacher's copy of the course at its tag, cloned with only the files the
+grader needs (.github/classroom/grader-files), and scores each check worth points as a step
+of its own. gradescope: setup.sh and run_autograder at a zip's root, the course's committed
+files beside them (git archive: nothing untracked, nothing uncommitted); run_autograder grades
+the one .py file handed in and writes /autograder/results/results.json (check.results).
+The files written come from accelerate_course/templates/; the grader's words are in the
+language COURSE_LANG names (accelerate_course/messages.py). docs/teaching.md.
 """
 
 import argparse
+import ast
+import io
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
-from accelerate_course import check, exercise, install, published
+from accelerate_course import (check, exercise, install, measuring, messages, published,
+                               run_plans, takehome)
+from accelerate_course.messages import say
 from accelerate_course.steps import (FOLDERS, REPO, TRAIN_PY, docstring_end, lesson_hunks,
                                      lesson_lines)
 
-RESULT_SCRIPT = '''"""One check of results.json as an exit code, for an autograding step: 0 when it passed.
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
-    python .github/classroom/check_result.py results.json "own share"
 
-It prints the check's own hint when it failed (the grade stopped before it: the reason).
-"""
-import json
-import sys
-
-path, key = sys.argv[1], sys.argv[2]
-try:
-    tests = json.load(open(path))["tests"]
-except (OSError, ValueError) as error:
-    sys.exit(f"no grade ({path}: {error}); see the step that graded the exercise")
-found = [t for t in tests if t.get("extra_data", {}).get("check") == key]
-if not found:  # the grade stopped before this check: its first test says why
-    sys.exit(f"not graded: {tests[0]['name']}: {tests[0]['output']}" if tests else "no grade")
-test = found[0]
-print(f"{test['name']}: {test['score']} of {test['max_score']} points")
-if test["status"] != "passed":
-    sys.exit(f"hint: {test['output']}")
-'''
+def render(name, **values):
+    """Return templates/<name> with each {{key}} replaced by its value; a placeholder left
+    without a value is an error of the course's own (not of the teacher's input)."""
+    text = (TEMPLATES / name).read_text(encoding="utf-8")
+    for key, value in values.items():
+        text = text.replace("{{" + key + "}}", str(value))
+    left = re.findall(r"\{\{\w+\}\}", text)
+    assert not left, f"{name}: no value for {left}"
+    return text
 
 
 def lesson_text(step):
@@ -70,177 +71,146 @@ def solution_lines(step):
                    and any(c.isalnum() for c in line)})
 
 
-def solution_found(step, folder):
-    """Return ["path: line", ...] for each solution line in a text file under folder."""
-    wanted = solution_lines(step)
+def solution_found(lines, folder):
+    """Return ["path: line", ...] for each of the lines in a text file under folder."""
     found = []
     for path in sorted(Path(folder).rglob("*")):
         try:
-            lines = {line.split("  #")[0].strip() for line in path.read_text().splitlines()}
+            held = {line.split("  #")[0].strip() for line in path.read_text().splitlines()}
         except (IsADirectoryError, UnicodeDecodeError):
             continue
-        found += [f"{path.relative_to(folder)}: {line}" for line in wanted if line in lines]
+        found += [f"{path.relative_to(folder)}: {line}" for line in lines if line in held]
     return found
 
 
-def run_command(step):
-    """Return the command that runs the exercise (the step's own, with the exercise's path)."""
-    return exercise.run_command(step, Path("exercises") / f"step{step}" / "train.py")
+# ---- what the grader needs, and nothing more -------------------------------------------
+
+def grader_modules():
+    """Return the paths (relative to the course) of the course's own modules the grader runs:
+    accelerate_course.check and the lab's driver, and what they import, read from their
+    imports (inside functions too)."""
+    todo, found = ["accelerate_course.check", "accelerate_course.lab_driver"], set()
+    while todo:
+        name = todo.pop()
+        path = REPO / (name.replace(".", "/") + ".py")
+        if name in found or not path.is_file():
+            continue
+        found.add(name)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "accelerate_course":
+                todo += [f"accelerate_course.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "accelerate_course."):
+                todo.append(node.module)
+            elif isinstance(node, ast.Import):
+                todo += [alias.name for alias in node.names
+                         if alias.name.startswith("accelerate_course.")]
+    return sorted(name.replace(".", "/") + ".py" for name in found)
 
 
-def workflow(step, repository, tag):
-    """Return .github/workflows/classroom.yml for a lab on lesson `step`."""
-    token_url = repository.replace("https://github.com/", "https://x-access-token:${COURSE_TOKEN}@github.com/")
-    graders, reporter = [], []
-    for number, (key, worth) in enumerate(check.POINTS[step].items(), start=1):
-        graders.append(f"""    - name: {key} ({worth} point{'s' if worth > 1 else ''})
-      id: check-{number}
-      uses: classroom-resources/autograding-command-grader@v1
-      with:
-        test-name: {key}
-        command: python .github/classroom/check_result.py results.json "{key}"
-        timeout: 1
-        max-score: {worth}""")
-        reporter.append(f'        CHECK-{number}_RESULTS: "${{{{steps.check-{number}.outputs.result}}}}"')
-    runners = ",".join(f"check-{n}" for n in range(1, len(graders) + 1))
-    torch = install.pinned_torch()
-    return f"""name: Autograding Tests
-# Written by make student-template (accelerate_course/classroom.py) for lesson {step}. The
-# checks and the lesson's reference come from the teacher's copy of the course at {tag}
-# (set its repository's secret COURSE_TOKEN to a read token if that copy is private); the
-# exercise is graded once, then each check is scored by a step of its own.
-'on':
-- push
-- repository_dispatch
-permissions:
-  checks: write
-  actions: read
-  contents: read
-jobs:
-  run-autograding-tests:
-    runs-on: ubuntu-latest
-    timeout-minutes: 30
-    if: github.actor != 'github-classroom[bot]'
-    steps:
-    - name: Checkout code
-      uses: actions/checkout@v4
-    - name: Set up Python
-      uses: actions/setup-python@v5
-      with:
-        python-version: '3.11'
-        cache: pip
-        cache-dependency-path: requirements.txt
-    - name: Install the course's packages (PyTorch's CPU build)
-      run: |
-        python -m pip install {torch} --index-url https://download.pytorch.org/whl/cpu
-        python -m pip install -r requirements.txt
-        python -m pip install --no-deps -e .
-    - name: Grade the exercise with the teacher's copy of the checks
-      env:
-        COURSE_TOKEN: ${{{{ secrets.COURSE_TOKEN }}}}
-      run: |
-        url="{repository}"
-        if [ -n "$COURSE_TOKEN" ]; then url="{token_url}"; fi
-        git -c advice.detachedHead=false clone --quiet --depth 1 --branch {tag} "$url" .course
-        cd .course && PYTHONPATH="$PWD" python -m accelerate_course.check {step} \\
-          "$GITHUB_WORKSPACE/exercises/step{step}/train.py" --json "$GITHUB_WORKSPACE/results.json" || true
-{chr(10).join(graders)}
-    - name: Autograding Reporter
-      uses: classroom-resources/autograding-grading-reporter@v1
-      env:
-{chr(10).join(reporter)}
-      with:
-        runners: {runners}
-"""
+def reference_steps(grading):
+    """Return the steps whose train.py grading runs as a reference."""
+    return {2: [1, 2], 3: [] if grading.task else [2], 4: [3]}[grading.lesson]
 
 
-def readme(step, repository, tag):
-    """Return the students' README: the lesson, the task, how it is graded."""
-    rows = "\n".join(f"| {key} | {worth} |" for key, worth in check.POINTS[step].items())
+def grader_files(grading):
+    """Return the patterns (git's sparse-checkout, non-cone) of the files the grader needs: its
+    modules and words, common/ and configs/, the reference steps, the task's folder."""
+    files = ["accelerate_course/__init__.py", *grader_modules(),
+             messages.MESSAGES.relative_to(REPO).as_posix(), "common/", "configs/",
+             *(f"{FOLDERS[step]}/train.py" for step in reference_steps(grading))]
+    if grading.task:
+        files.append(f"takehome/{grading.task.name}/")
+    return [f"/{name}" for name in dict.fromkeys(files)]
+
+
+# ---- the students' repository ----------------------------------------------------------
+
+def what_id(grading):
+    """Return how the commands name what is graded: the lesson's number, or the task's name."""
+    return grading.task.name if grading.task else str(grading.lesson)
+
+
+def exercise_path(grading):
+    """Return the path (in the course and in the lab) of the file a student writes."""
+    return f"exercises/{grading.task.name if grading.task else f'step{grading.lesson}'}/train.py"
+
+
+def run_command(grading):
+    """Return the command that runs the student's file (the step's own, or the task's)."""
+    if grading.task:
+        lines = grading.task.start.read_text().splitlines()
+        docstring = "\n".join(lines[:docstring_end(lines)])
+        return " ".join(docstring.split("Run:", 1)[1].split("\nRead:")[0]
+                        .replace("\\\n", " ").split())
+    return exercise.run_command(grading.lesson, Path(exercise_path(grading)))
+
+
+def worth_said(worth):
+    """Return what a check is worth, in the class's language, for the lab's table."""
+    return say("grade.prerequisite") if worth.kind == check.PREREQUISITE else \
+        f"{worth.points} ({say(f'grade.{worth.kind}')})"
+
+
+def check_names(grading):
+    """Return {check key: its name}, in the class's language, its fields filled from the
+    grading's own settings; a count measured from a run (a split's share) left out."""
+    flags = grading.task.flags if grading.task else run_plans.SHORT_RUN
+    fields = dict(n=2, steps=measuring.train_steps(flags), shares="...", split="...",
+                  batch=grading.task.unseen_batch if grading.task else check.UNSEEN_FLAGS[-1])
+    return {key: re.sub(r"\s*[(（]\.\.\.[)）]|[:：] ?\.\.\..*", "",
+                        say(f"check.{key}", **fields)) for key in grading.points}
+
+
+def grading_text(grading, repository, tag):
+    """Return the lab README's part on how the work is graded."""
+    names = check_names(grading)
+    rows = "\n".join(f"| {names[key]} | {worth_said(worth)} |"
+                     for key, worth in grading.points.items())
+    return render("lab/grading.md", repository=repository or "the teacher names it", tag=tag,
+                  rows=rows, total=check.total(grading))
+
+
+def readme(grading, repository, tag):
+    """Return the students' README: the lesson or the task, how to run and check it, the points."""
+    if grading.task:
+        return render("lab/README-task.md", task_text=grading.task.readme.read_text(),
+                      exercise=exercise_path(grading), run_command=run_command(grading),
+                      grading=grading_text(grading, repository, tag))
+    step = grading.lesson
     title = TRAIN_PY[step].read_text().splitlines()[0].strip('"').split(": ", 1)[1]
-    return f"""# Lab: lesson {step} of the course: {title}
-
-{lesson_text(step)}
-
-## Your task
-
-`exercises/step{step}/train.py` is step {step - 1} (`{FOLDERS[step - 1]}/train.py`), with a
-`# TODO step {step}:` comment where each change of lesson {step} goes. Make the changes, run it,
-and commit it:
-
-```bash
-make install     # .venv with the course's packages (PyTorch's CPU build on a machine without a GPU)
-source .venv/bin/activate
-{run_command(step)}
-make check       # grades it as the class's autograder does
-```
-
-## How it is graded
-
-Every push runs `.github/workflows/classroom.yml`: it clones the teacher's copy of the
-course ({repository or 'the teacher names it'}, at `{tag}`), runs your file where the lesson
-runs, measures it from inside every process, and scores each check:
-
-| check | points |
-|---|---|
-{rows}
-| **total** | **{check.total(step)}** |
-
-A check that fails says why, measured from your run (`make check` prints the same lines).
-"""
+    return render("lab/README-lesson.md", step=step, title=title, lesson_text=lesson_text(step),
+                  exercise=exercise_path(grading), previous=step - 1,
+                  previous_folder=FOLDERS[step - 1], run_command=run_command(grading),
+                  grading=grading_text(grading, repository, tag))
 
 
-MAKEFILE = """# The lab's commands: make install, make check
-PYTHON ?= python3
-VENV := .venv
-BIN := $(VENV)/bin
-TORCH ?= auto
-STEP := {step}
-COURSE_REPOSITORY := {repository}
-COURSE_TAG := {tag}
-
-.PHONY: install check
-
-$(BIN)/.installed: requirements.txt pyproject.toml
-	$(PYTHON) -m accelerate_course.install --venv $(VENV) --torch $(TORCH)
-	touch $@
-
-install: $(BIN)/.installed
-
-# the teacher's copy of the checks (and of the lesson's reference), at the lab's tag
-.course:
-	git -c advice.detachedHead=false clone --quiet --depth 1 --branch $(COURSE_TAG) $(COURSE_REPOSITORY) .course
-
-check: install .course
-	cd .course && PYTHONPATH=$(CURDIR)/.course $(CURDIR)/$(BIN)/python -m accelerate_course.check \\
-		$(STEP) $(CURDIR)/exercises/step$(STEP)/train.py $(if $(JSON),--json $(abspath $(JSON)))
-"""
-
-PYPROJECT = """[build-system]
-requires = ["setuptools>=64"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "accelerate-course-lab"
-version = "{version}"
-description = "A graded lab of the course: lesson {step}"
-requires-python = ">=3.11"
-
-[tool.setuptools]
-packages = ["common", "common.embedded", "common.glue_mrpc"]
-
-[tool.setuptools.package-data]
-"common.embedded" = ["data/*.jsonl", "sst2/*.jsonl", "checkpoint/*"]
-"common.glue_mrpc" = ["*.py"]
-"""
+def workflow(grading, repository, tag):
+    """Return .github/workflows/classroom.yml for a lab: one grading, then one step per check
+    worth points, named in the class's language."""
+    token_url = repository.replace("https://github.com/",
+                                   "https://x-access-token:${COURSE_TOKEN}@github.com/")
+    names = check_names(grading)
+    graders, reporter = [], []
+    scored = [(key, worth) for key, worth in grading.points.items() if worth.points]
+    for number, (key, worth) in enumerate(scored, start=1):
+        graders.append(render("lab/grader-step.yml", title=names[key].replace("'", "''"),
+                              points=say("grade.worth", worth=worth.points), number=number,
+                              key=key, worth=worth.points).rstrip("\n"))
+        reporter.append(f'        CHECK-{number}_RESULTS: "${{{{steps.check-{number}.outputs.result}}}}"')
+    return render("lab/classroom.yml", what=grading.what, tag=tag, repository=repository,
+                  token_url=token_url, language=messages.language(), torch=install.pinned_torch(),
+                  what_id=what_id(grading), exercise=exercise_path(grading),
+                  graders="\n".join(graders), reporter="\n".join(reporter),
+                  runners=",".join(f"check-{n}" for n in range(1, len(scored) + 1)))
 
 
 def copy_tree(source, target):
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
-def template(step, out, repository=None, tag=None):
-    """Write the students' repository for a lab on lesson `step` into out; return its files."""
+def template(grading, out, repository=None, tag=None):
+    """Write the students' repository for a lab into out; return its files."""
     repository, tag = repository or published.named_repository(), tag or published.version_tag()
     if not repository:
         sys.exit("error: the lab grades with the teacher's copy of the course, and it has no "
@@ -249,130 +219,124 @@ def template(step, out, repository=None, tag=None):
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         sys.exit(f"error: {out} is not empty; give a new folder (make student-template "
-                 f"STEP={step} OUT=...)")
+                 f"... OUT=...)")
     out.mkdir(parents=True, exist_ok=True)
     copy_tree(REPO / "common", out / "common")
     copy_tree(REPO / "configs", out / "configs")
-    for earlier in range(1, step):
+    for earlier in range(1, grading.lesson):
         (out / FOLDERS[earlier]).mkdir()
         shutil.copy(TRAIN_PY[earlier], out / FOLDERS[earlier] / "train.py")
     (out / "accelerate_course").mkdir()  # make install's own code, and nothing of the checks
-    for name in ("__init__.py", "install.py", "torch_build.py"):
+    for name in ("install.py", "torch_build.py"):
         shutil.copy(REPO / "accelerate_course" / name, out / "accelerate_course" / name)
     (out / "accelerate_course" / "__init__.py").write_text(
         '"""make install\'s code (install.py, torch_build.py): the checks are the teacher\'s."""\n')
     shutil.copy(REPO / "requirements.txt", out / "requirements.txt")
     (out / ".devcontainer").mkdir()
     shutil.copy(REPO / ".devcontainer" / "devcontainer.json", out / ".devcontainer")
-    version = tag.lstrip("v")
-    (out / "pyproject.toml").write_text(PYPROJECT.format(version=version, step=step))
-    (out / "Makefile").write_text(MAKEFILE.format(step=step, repository=repository, tag=tag))
-    (out / ".gitignore").write_text(".venv/\n.course/\noutputs/\n__pycache__/\n*.egg-info/\n"
-                                    "results.json\n")
-    (out / "exercises" / f"step{step}").mkdir(parents=True)
-    (out / "exercises" / f"step{step}" / "train.py").write_text(exercise.exercise(step))
-    (out / "README.md").write_text(readme(step, repository, tag))
+    (out / "pyproject.toml").write_text(render("lab/pyproject.toml", version=tag.lstrip("v"),
+                                               what=grading.what))
+    (out / "Makefile").write_text(render("lab/Makefile", what_id=what_id(grading),
+                                         exercise=exercise_path(grading), repository=repository,
+                                         tag=tag, language=messages.language()))
+    (out / ".gitignore").write_text(render("lab/gitignore"))
+    student_file = out / exercise_path(grading)
+    student_file.parent.mkdir(parents=True)
+    student_file.write_text(grading.task.start.read_text() if grading.task
+                            else exercise.exercise(grading.lesson))
+    (out / "README.md").write_text(readme(grading, repository, tag), encoding="utf-8")
     (out / ".github" / "workflows").mkdir(parents=True)
-    (out / ".github" / "workflows" / "classroom.yml").write_text(workflow(step, repository, tag))
+    (out / ".github" / "workflows" / "classroom.yml").write_text(
+        workflow(grading, repository, tag), encoding="utf-8")
     (out / ".github" / "classroom").mkdir()
-    (out / ".github" / "classroom" / "check_result.py").write_text(RESULT_SCRIPT)
-    found = solution_found(step, out)
-    if found:  # the lesson's text or a copied file holds a line of the solution: no template
+    shutil.copy(TEMPLATES / "lab" / "check_result.py", out / ".github" / "classroom")
+    (out / ".github" / "classroom" / "grader-files").write_text(
+        "\n".join(grader_files(grading)) + "\n")
+    # a lesson's solution is its step: none of its lines in any file written (a task's
+    # solution is in no file of the course at all: the tests build one to look for)
+    found = [] if grading.task else solution_found(solution_lines(grading.lesson), out)
+    if found:
         shutil.rmtree(out)
-        sys.exit(f"error: the students' repository would hold lesson {step}'s solution "
-                 f"({found[0]}); nothing was written")
+        sys.exit(f"error: the students' repository would hold lesson {grading.lesson}'s "
+                 f"solution ({found[0]}); nothing was written")
     return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
 
 
-SETUP_SH = """#!/usr/bin/env bash
-# Gradescope runs this once, as root, when it builds the autograder's image. Its default image
-# is Ubuntu 22.04, whose python3 is 3.10 and whose own python3.11 package is a release
-# candidate (3.11.0~rc1): uv installs a released Python 3.11 instead, then the course's
-# packages with PyTorch's CPU build, and the teacher's copy of the course beside this file
-# (AUTOGRADER and TORCH_INDEX: for a test outside Gradescope, a folder laid out as /autograder
-# and another index of torch's CPU build)
-set -euo pipefail
-AUTOGRADER=${{AUTOGRADER:-/autograder}}
-TORCH_INDEX=${{TORCH_INDEX:-https://download.pytorch.org/whl/cpu}}
-COURSE="$AUTOGRADER/source/course"
-python3 -m pip install --quiet uv
-python3 -m uv venv --python 3.11 "$AUTOGRADER/venv"
-VENV_PYTHON="$AUTOGRADER/venv/bin/python"
-python3 -m uv pip install --python "$VENV_PYTHON" {torch} --index-url "$TORCH_INDEX"
-python3 -m uv pip install --python "$VENV_PYTHON" -r "$COURSE/requirements.txt"
-python3 -m uv pip install --python "$VENV_PYTHON" --no-deps -e "$COURSE"
-"""
+# ---- Gradescope ------------------------------------------------------------------------
 
-RUN_AUTOGRADER = """#!/usr/bin/env bash
-# Gradescope runs this for every submission: the submitted train.py graded as step {step} by the
-# teacher's copy of the course's checks; the grade in $AUTOGRADER/results/results.json
-# (AUTOGRADER and AUTOGRADER_PYTHON: for a test outside Gradescope, a folder laid out as
-# /autograder and the Python to grade with)
-set -uo pipefail
-AUTOGRADER=${{AUTOGRADER:-/autograder}}
-PYTHON=${{AUTOGRADER_PYTHON:-$AUTOGRADER/venv/bin/python}}
-RESULTS="$AUTOGRADER/results/results.json"
-mkdir -p "$AUTOGRADER/results"
-submitted=$(find "$AUTOGRADER/submission" -name train.py -type f | head -n 1)
-if [ -z "$submitted" ]; then
-    echo '{{"score": 0, "output": "no train.py in the submission: upload exercises/step{step}/train.py", "tests": []}}' > "$RESULTS"
-    exit 0
-fi
-cd "$AUTOGRADER/source/course"
-PYTHONPATH="$PWD" "$PYTHON" -m accelerate_course.check {step} "$submitted" --json "$RESULTS" \\
-    --time-limit {time_limit}
-if [ ! -s "$RESULTS" ]; then
-    echo '{{"score": 0, "output": "the grader could not run: see the autograder output", "tests": []}}' > "$RESULTS"
-fi
-exit 0
-"""
+def committed_files(source=REPO):
+    """Return {path: bytes} of the course's files as its last commit holds them (git archive
+    HEAD: nothing untracked, nothing uncommitted), and how many changes were left out. Ends
+    the command in one line where the course is not a git repository."""
+    archived = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=source,
+                              capture_output=True)
+    if archived.returncode != 0:
+        sys.exit(f"error: the autograder is built from the course's last commit, and git "
+                 f"could not read it in {source} ({archived.stderr.decode().strip()}); "
+                 "make gradescope needs the course as a git repository, its work committed")
+    files = {}
+    with tarfile.open(fileobj=io.BytesIO(archived.stdout)) as tar:
+        for member in tar.getmembers():
+            if member.isfile():
+                files[member.name] = tar.extractfile(member).read()
+    changed = subprocess.run(["git", "status", "--porcelain"], cwd=source, capture_output=True,
+                             text=True).stdout.splitlines()
+    return files, changed
 
 
-def gradescope(step, out, time_limit=600):
-    """Write Gradescope's autograder for lesson `step` into out (and out/autograder.zip);
-    return the zip's path."""
+def gradescope(grading, out, time_limit=600):
+    """Write Gradescope's autograder for a lesson or a task into out (and out/autograder.zip);
+    return (the zip's path, the uncommitted changes left out)."""
+    files, changed = committed_files()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    course = out / "course"
-    if course.exists():
-        shutil.rmtree(course)
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split()
-    for name in files:
-        if (REPO / name).is_file():
-            (course / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, course / name)
-    (out / "setup.sh").write_text(SETUP_SH.format(torch=install.pinned_torch()))
-    (out / "run_autograder").write_text(RUN_AUTOGRADER.format(step=step, time_limit=time_limit))
-    for name in ("setup.sh", "run_autograder"):
+    setup = render("gradescope/setup.sh", torch=install.pinned_torch())
+    run = render("gradescope/run_autograder", what=grading.what, what_id=what_id(grading),
+                 language=messages.language(), time_limit=time_limit)
+    for name, text in (("setup.sh", setup), ("run_autograder", run)):
+        (out / name).write_text(text)
         (out / name).chmod(0o755)
     archive = out / "autograder.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
-        for path in sorted([out / "setup.sh", out / "run_autograder", *course.rglob("*")]):
-            if path.is_file():
-                zipped.write(path, path.relative_to(out))
-    return archive
+        for name in ("setup.sh", "run_autograder"):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o755 << 16  # executable once unpacked
+            zipped.writestr(info, (out / name).read_text())
+        for name, data in sorted(files.items()):
+            zipped.writestr(f"course/{name}", data)
+    return archive, changed
 
 
 def main():
     parser = argparse.ArgumentParser(prog="python -m accelerate_course.classroom",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["template", "gradescope"])
-    parser.add_argument("step", type=int, choices=[2, 3, 4])
+    parser.add_argument("command", choices=["template", "gradescope"])
+    parser.add_argument("what", help="the lesson (2, 3, 4) or the take-home task")
     parser.add_argument("out", type=Path)
     parser.add_argument("--course", help="the teacher's repository (default: pyproject.toml's)")
     args = parser.parse_args()
-    if args.what == "template":
-        files = template(args.step, args.out, args.course)
-        print(f"wrote the students' repository for lesson {args.step} into {args.out}: "
-              f"{len(files)} files, none with any of the {len(solution_lines(args.step))} "
-              f"code lines lesson {args.step} adds")
+    messages.language()  # an unknown COURSE_LANG: one line, before anything is written
+    grading = check.grading_of(args.what)
+    if grading is None:
+        sys.exit("error: " + say("submission.unknown", what=args.what, lessons="2, 3, 4",
+                                 tasks=", ".join(takehome.tasks()) or "-"))
+    if args.command == "template":
+        files = template(grading, args.out, args.course)
+        lines = "" if grading.task else (f", none with any of the "
+                                         f"{len(solution_lines(grading.lesson))} code lines "
+                                         f"lesson {grading.lesson} adds")
+        print(f"wrote the students' repository for {grading.what} into {args.out}: "
+              f"{len(files)} files{lines}; its grader clone: "
+              f"{len(grader_files(grading))} paths (.github/classroom/grader-files)")
         print("next: make it a git repository, push it to GitHub, mark it a template "
               "repository and make it the assignment's starter code (docs/teaching.md)")
     else:
-        archive = gradescope(args.step, args.out)
-        print(f"wrote Gradescope's autograder for lesson {args.step}: {archive} (upload it "
-              "as the assignment's autograder; docs/teaching.md says which settings it needs)")
+        archive, changed = gradescope(grading, args.out)
+        print(f"wrote Gradescope's autograder for {grading.what}: {archive} (upload it as the "
+              "assignment's autograder; docs/teaching.md says which settings it needs)")
+        if changed:
+            print(f"left out: {len(changed)} uncommitted or untracked paths of the course "
+                  f"(git status); the zip holds its last commit")
 
 
 if __name__ == "__main__":

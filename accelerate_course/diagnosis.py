@@ -1,6 +1,7 @@
 """What is wrong with a run, said from its own numbers: its symptoms alone, and against the
-lesson's run of the same step. The what-if table's verdicts and make check's hints
-(accelerate_course/check.py) are these words.
+lesson's run of the same step: the what-if table's verdicts. make check's hints
+(accelerate_course/check.py) say the same measurements in the grader's own words, in the
+class's language (accelerate_course/messages.toml).
 """
 
 import re
@@ -17,7 +18,7 @@ class Symptom(NamedTuple):
 
 def process_symptoms(run):
     """Return what is wrong with a run on its own (an empty list: nothing), each said from the
-    run's own numbers. These are the what-if table's verdicts and make check's hints."""
+    run's own numbers: the what-if table's verdicts."""
     if run.error:
         # gloo's error line goes on with advice for its own developers: its first sentence
         error = re.sub(r"(by peer \S+)\. This is typically caused.*", r"\1", run.error)

@@ -108,15 +108,33 @@ def main():
         sys.stdout.write(text)
         return
     path = REPO / "exercises" / f"step{args.step}" / "train.py"
-    if path.exists() and path.read_text() != text and not args.force:
-        sys.exit(f"error: {path.relative_to(REPO)} exists and has your changes; keep it, or "
-                 f"start again with: python -m accelerate_course.exercise {args.step} --force")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    print(f"wrote {path.relative_to(REPO)}: step {args.step - 1} with "
-          f"{text.count(f'# TODO step {args.step}:')} TODOs for step {args.step}'s lesson")
+    if write_once(path, text, args.force,
+                  f"python -m accelerate_course.exercise {args.step} --force",
+                  f"python -m accelerate_course.exercise {args.step} --print > train.py"):
+        print(f"wrote {path.relative_to(REPO)}: step {args.step - 1} with "
+              f"{text.count(f'# TODO step {args.step}:')} TODOs for step {args.step}'s lesson")
     print(f"run it:    {run_command(args.step, path.relative_to(REPO))}")
     print(f"check it:  make check STEP={args.step} FILE={path.relative_to(REPO)}")
+
+
+def write_once(path, text, force, again, elsewhere=None):
+    """Write a student's starting file, never over their work: a file that exists with changes
+    is kept, in one line that says how to start again (`again`), unless force. Return whether
+    it was written. A folder that cannot be written (a read-only clone) ends the command in
+    one line naming the fix."""
+    shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    if path.exists() and path.read_text() != text and not force:
+        print(f"kept {shown}: it has your changes (to start again from the untouched file: "
+              f"{again})")
+        return False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as error:
+        fix = f", or write it elsewhere: {elsewhere}" if elsewhere else ""
+        sys.exit(f"error: cannot write {shown} ({error.strerror or error}): clone the course "
+                 f"into a folder you can write to{fix}")
+    return True
 
 
 def run_command(step, path):

@@ -78,7 +78,9 @@ REFERENCE_LOADERS = {}  # the plain validation dataloaders, made once per launch
 
 def evaluate_alone(model, args):
     """Return the predictions of the model for the whole validation split, computed by this
-    process alone on a plain dataloader (the reference for a distributed evaluation)."""
+    process alone on a plain dataloader (the reference for a distributed evaluation), with the
+    split's labels and the mean of each example's own loss (the grader compares a run's
+    written metric and loss with these)."""
     from common.checkpoint import load_tokenizer
     from common.data import get_dataloaders, load_splits
 
@@ -91,13 +93,17 @@ def evaluate_alone(model, args):
     loader = REFERENCE_LOADERS[key]
     was_training = model.training
     model.eval()
-    predictions = []
+    predictions, labels, losses = [], [], []
     with torch.no_grad():
         for batch in loader:
             batch = {k: v.to(next(model.parameters()).device) for k, v in batch.items()}
-            predictions += model(**batch).logits.argmax(dim=-1).tolist()
+            logits = model(**batch).logits
+            predictions += logits.argmax(dim=-1).tolist()
+            labels += batch["labels"].tolist()
+            losses.append(torch.nn.functional.cross_entropy(logits.float(), batch["labels"],
+                                                            reduction="none"))
     model.train(was_training)
-    return predictions
+    return predictions, labels, torch.cat(losses).double().mean().item()
 
 
 def report_process(record, args):
@@ -126,7 +132,8 @@ def report_process(record, args):
                              if getattr(a, "scaler", None) is not None), None),
     }
     if report["rank"] == 0 and model is not None and args is not None and EVALUATE_ALONE:
-        report["alone_predictions"] = evaluate_alone(model, args)
+        report["alone_predictions"], report["alone_labels"], report["alone_loss"] = \
+            evaluate_alone(model, args)
     path = record.folder / f"rank{RANK()}.json"
     path.write_text(json.dumps(report))
 
@@ -205,9 +212,9 @@ def spy_on(step_globals, record):
 
         def write_metrics(output_dir, args, results):
             record.writes.append({k: results[k] for k in
-                                  ("accuracy", "f1", "eval_samples", "eval_gathered", "predictions",
-                                   "train_losses", "num_processes", "train_seconds",
-                                   "eval_seconds")
+                                  ("accuracy", "f1", "eval_loss", "eval_samples",
+                                   "eval_gathered", "predictions", "train_losses",
+                                   "num_processes", "train_seconds", "eval_seconds")
                                   if k in results})
             return original_write(output_dir, args, results)
 

@@ -38,6 +38,12 @@ class Run:
     losses: list | None  # the training losses of the metrics.json rank 0 wrote
     predictions: list | None  # the predictions rank 0 wrote
     alone_predictions: list | None  # rank 0's final weights evaluated once more, alone
+    alone_labels: list | None  # the validation split's labels, in the order of those predictions
+    alone_loss: float | None  # the mean of each validation example's own loss, evaluated alone
+    written_accuracy: float | None  # the accuracy in the metrics.json rank 0 wrote
+    written_f1: float | None  # and its F1
+    written_eval_loss: float | None  # and its validation loss (a take-home task writes one)
+    error_line: int | None  # the line of the run's own script where its error was raised
     grad_norm: float | None  # rank 0's gradient norm at its first optimizer step
     learning_rates: list  # rank 0's learning rate at each optimizer step
     gathered: int | None  # how many predictions were gathered (eval_gathered), when written
@@ -53,8 +59,17 @@ class Run:
 
 
 
-def measure(run_folder, processes_launched, train_steps):
-    """Return the Run that a run's reports (rank<R>.json, rank<R>.out, run0.json) describe."""
+def error_line(outputs, script):
+    """Return the line of `script` in the last traceback frame of that file that a process
+    printed (where its error was raised), or None."""
+    found = [int(line) for text in outputs for line in
+             re.findall(rf'File "{re.escape(str(script))}", line (\d+)', text)] if script else []
+    return found[-1] if found else None
+
+
+def measure(run_folder, processes_launched, train_steps, script=None):
+    """Return the Run that a run's reports (rank<R>.json, rank<R>.out, run0.json) of `script`
+    describe."""
     ranks = [json.loads(p.read_text()) for p in sorted(run_folder.glob("rank*.json"))]
     outcome = json.loads((run_folder / "run0.json").read_text()) \
         if (run_folder / "run0.json").exists() else {"error": "no report", "seconds": 0}
@@ -85,6 +100,12 @@ def measure(run_folder, processes_launched, train_steps):
         losses=written[-1].get("train_losses"),
         predictions=written[-1].get("predictions"),
         alone_predictions=rank0.get("alone_predictions"),
+        alone_labels=rank0.get("alone_labels"),
+        alone_loss=rank0.get("alone_loss"),
+        written_accuracy=written[-1].get("accuracy"),
+        written_f1=written[-1].get("f1"),
+        written_eval_loss=written[-1].get("eval_loss"),
+        error_line=error_line(outputs, script) if outcome["error"] else None,
         grad_norm=(rank0.get("grad_norms") or [None])[0],
         learning_rates=rank0.get("learning_rates") or [],
         gathered=written[-1].get("eval_gathered"),
@@ -116,5 +137,5 @@ def measure_plan(plan_path, processes):
     """Return {name: measure(...)} for every run of a plan the driver has run."""
     plan = json.loads(Path(plan_path).read_text())
     return {run["name"]: measure(Path(plan["folder"]) / run["name"], processes,
-                                 train_steps(run.get("flags", plan["flags"])))
+                                 train_steps(run.get("flags", plan["flags"])), run["script"])
             for run in plan["runs"]}

@@ -5,6 +5,7 @@ within a time limit, offline and on the CPU; each measured (accelerate_course/me
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -76,9 +77,11 @@ def launch_command(step, plan_path, processes=None, launcher=None, use_cpu=True)
 
 
 
-def write_plan(step, scripts, folder, flags=SHORT_RUN, processes=None):
+def write_plan(step, scripts, folder, flags=SHORT_RUN, processes=None, evaluate_alone=None):
     """Write folder/plan.json for the driver: scripts ({name: path, or (path, env), or (path,
-    env, flags of its own)}) to run one after the other with the flags. Returns its path."""
+    env, flags of its own)}) to run one after the other with the flags; each run's final
+    weights evaluated again alone when evaluate_alone (None: from step 3 on, where an
+    evaluation is distributed). Returns its path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     n = processes or PROCESSES[step]
@@ -93,8 +96,9 @@ def write_plan(step, scripts, folder, flags=SHORT_RUN, processes=None):
     step_flags = [str(f) for f in flags] + extra
     plan_path = folder / "plan.json"
     # the final weights evaluated again alone: the reference of a distributed evaluation
+    alone = step >= 3 if evaluate_alone is None else evaluate_alone
     plan_path.write_text(json.dumps({"folder": str(folder), "flags": step_flags, "runs": runs,
-                                     "evaluate_alone": step >= 3}, indent=1))
+                                     "evaluate_alone": alone}, indent=1))
     return plan_path
 
 
@@ -133,11 +137,11 @@ class LabLaunch(NamedTuple):
 
 
 def prepare(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None, launcher=None,
-            use_cpu=True):
+            use_cpu=True, evaluate_alone=None):
     """Return the LabLaunch that runs scripts ({name: path, or (path, env), or (path, env,
     flags)}) as step `step` runs (see run_scripts)."""
     n = processes or PROCESSES[step]
-    plan_path = write_plan(step, scripts, folder, flags, n)
+    plan_path = write_plan(step, scripts, folder, flags, n, evaluate_alone)
     command, launch_env = launch_command(step, plan_path, n, launcher, use_cpu)
     return LabLaunch(plan_path, Path(folder), n if step > 1 else 1, command,
                      lab_environment(**launch_env, **(env or {})))
@@ -181,24 +185,51 @@ def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
 
 
 
+class LaunchFailed(RuntimeError):
+    """A launch failed in a way that is not a run's own error (a process killed, or ended
+    before its driver reported); last_line: the last line its processes printed that is not
+    a launcher's traceback."""
+
+    def __init__(self, exit_code, output):
+        super().__init__(f"the lab's launch failed (exit {exit_code}):\n{output[-3000:]}")
+        self.last_line = last_own_line(output) or f"exit code {exit_code}"
+
+
+def last_own_line(output):
+    """Return the last line of a launch's output that a run said itself: an `error:` line
+    (the course's one line), else the last exception line, never the launcher's own report
+    (accelerate launch and torchrun end a failed launch with a traceback of their own)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("error: "):
+            return line
+    launcher = ("subprocess.CalledProcessError", "torch.distributed.elastic",
+                "ChildFailedError", "accelerate.commands")
+    for line in reversed(lines):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt): ", line) \
+                and not any(word in line for word in launcher):
+            return line
+    return None
+
+
 def launched(plan_path, folder, processes, output, exit_code):
     """Keep a launch's output in folder/launch.out; return its measurements (see measure),
-    or raise when the launch failed in a way that is not a run's own error."""
+    or raise LaunchFailed when the launch failed in a way that is not a run's own error."""
     (Path(folder) / "launch.out").write_text(output)
     measured = measure_plan(plan_path, processes)
     if exit_code != 0 and not all(m.error for m in measured.values()):
-        raise RuntimeError(f"the lab's launch failed (exit {exit_code}):\n{output[-3000:]}")
+        raise LaunchFailed(exit_code, output)
     return measured
 
 
 
 def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None,
-                launcher=None, use_cpu=True, time_limit=900):
+                launcher=None, use_cpu=True, time_limit=900, evaluate_alone=None):
     """Run scripts ({name: path or (path, env)}) as step `step` runs, all in one launch;
     return {name: measurement} (see measure). folder keeps every report. Past time_limit
     seconds the launch is stopped, every process of it, and running.TimeLimitReached raised."""
     return run_launches([prepare(step, scripts, folder, flags, processes, env, launcher,
-                                 use_cpu)], time_limit)[0]
+                                 use_cpu, evaluate_alone)], time_limit)[0]
 
 
 

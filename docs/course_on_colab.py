@@ -26,6 +26,13 @@
 # numbers of a barely trained model, and the comparisons of a full run will not all hold).
 
 # %%
+import importlib.util
+if importlib.util.find_spec("matplotlib") is None:  # make course draws its loss curves with it
+    MATPLOTLIB = next(line.strip() for line in open("requirements.txt")
+                      if line.startswith("matplotlib=="))
+    print(f"setup: installs {MATPLOTLIB}, which this runtime lacks (make course draws the "
+          "loss curves with it)")
+    !{sys.executable} -m pip install --quiet {MATPLOTLIB}
 !{sys.executable} -m accelerate_course.run_course {FLAGS}
 
 # %% [markdown]
@@ -33,8 +40,9 @@
 #
 # Lesson 3 here (`LESSON = 2`, `3` or `4`). The diff is the lesson; the what-if lab runs the
 # step beside variants that take one lesson line out, and the invariants of step 3 (about 2
-# minutes); the exercise is step 2 with a TODO where each change goes, and the check grades
-# it (the untouched exercise fails, with hints measured from its own run).
+# minutes). The exercise is step 2 with a TODO where each change goes. It is written once:
+# run its cell again and your changes are kept. Edit it, then check it: the untouched
+# exercise scores 0, with hints measured from its own run.
 
 # %%
 LESSON = 3
@@ -44,5 +52,20 @@ LESSON = 3
 !{sys.executable} -m accelerate_course.whatif --step {LESSON}
 
 # %%
-!{sys.executable} -m accelerate_course.exercise {LESSON} --force
+# the exercise, written once: an exercise with your changes is kept
+!{sys.executable} -m accelerate_course.exercise {LESSON}
+
+# %%
+# edit the exercise: on Colab it opens in the editor beside the notebook (Ctrl+S saves it);
+# elsewhere, open the file below from the file browser, or load it into a new cell with
+# %load, put %%writefile and its path on the cell's first line, and run that cell
+EXERCISE = f"exercises/step{LESSON}/train.py"
+try:
+    from google.colab import files
+    files.view(EXERCISE)
+except ImportError:
+    print(f"edit {os.path.abspath(EXERCISE)}: open it from the file browser, or in a cell: "
+          f"%load {EXERCISE}")
+
+# %%
 !{sys.executable} -m accelerate_course.check {LESSON} exercises/step{LESSON}/train.py

@@ -109,9 +109,13 @@ def checkpoint_without_dropout(tmp_path_factory):
 
 
 # graded again on 2 machines with evaluation batches of 5 (check.UNSEEN_FLAGS): the lesson
-# and an equivalent solution (gather_for_metrics), which must pass, and the two cheats only
-# that setting catches
-UNSEEN_RUNS = ["lesson", "gather_for_metrics", "hardcoded_cut", "local_main_writes"]
+# and an equivalent solution (gather_for_metrics), which must pass, the untouched exercise,
+# the variant whose score is not 0 (no_end_training: 9 of 10, the two-machine check's 2
+# points in it), and the cheats whose scores the tests read (the last three only that
+# setting catches)
+UNSEEN_RUNS = ["lesson", "gather_for_metrics", "exercise", "no_end_training",
+               "copied_predictions", "no_training_whole_split", "hardcoded_cut",
+               "local_main_writes", "fixed_predictions"]
 # run last in step 2's one-process launch (lab_runs(2).one), one thread as the others there:
 # step 1 with deterministic kernels only, which make course asks for on a CUDA GPU
 DETERMINISTIC = "step1 --deterministic"
@@ -121,12 +125,14 @@ README_COMMAND = "readme command"
 
 
 def step3_extras(step, folder):
-    """What the tests add to step 3's lab launch: the grid of sizes, and the cheats and crashes
-    the grader must fail (not the gather only one process joins: it would stall the shared
+    """What the tests add to step 3's lab launch: the grid of sizes, the grader's reference
+    (step 2 on the same 2 processes: check.reference_script), and the cheats and crashes the
+    grader must fail (not the gather only one process joins: it would stall the shared
     launch; test_exercises runs it alone)."""
     if step != 3:
         return {}
     return {"grid": (GRID, {"ACCELERATE_USE_CPU": "1"}, ["--processes", "2"]),
+            "reference": STEPS[2],
             **step3_mistakes.write_all(folder / "mistakes", [
                 name for name in step3_mistakes.MISTAKES if name != "gather_on_main_only"])}
 

@@ -1,20 +1,24 @@
 """A graded lab end to end, as GitHub Classroom and Gradescope run it, with local bare git
-repositories and a fake /autograder tree (make test-classroom, in CI; about 3 minutes on 2
-cores: four real gradings of lesson 3).
+repositories and a fake /autograder tree (make test-classroom, in CI; 6 min 14 s on 2 cores
+of an AMD EPYC, family 26, model 2, shared with other work: five real gradings).
 
 GitHub Classroom: the teacher's copy of the course at its tag, a students' repository written
 by `make student-template` and pushed, a student's push of the untouched exercise and then of
 the solution; each push graded by playing the students' .github/workflows/classroom.yml step
-by step, as GitHub Actions would: the checkout, the grading step's own script, every
+by step, as GitHub Actions would: the checkout, the grading step's own script (its clone of
+the grader: only the files .github/classroom/grader-files names), every
 autograding-command-grader step with exactly the environment that action gives its command
-(PATH and HOME, nothing else), and the grading reporter's sum of their points. What cannot
-run here: actions/setup-python and the install step (PyTorch's index is out of reach; the
+(PATH and HOME, nothing else), and the grading reporter's sum of their points. Played for
+lesson 3, and for the take-home task in Chinese (COURSE_LANG=zh-CN), whose solution is built
+at test time and looked for, line by line, in the lab and its grader clone. What cannot run
+here: actions/setup-python and the install step (PyTorch's index is out of reach; the
 course's own environment stands in for them), and GitHub itself.
 
-Gradescope: `make gradescope`'s zip unpacked as Gradescope's image build does
-(/autograder/source, run_autograder copied to /autograder), a submission in
-/autograder/submission, run_autograder run, its results.json read. setup.sh (uv and PyPI, as
-root) is not run here.
+Gradescope: `make gradescope`'s zip, built from the teacher's committed course beside
+untracked notes, unpacked as Gradescope's image build does (/autograder/source,
+run_autograder copied to /autograder), a submission in /autograder/submission under a
+browser's second-download name ("train (1).py"), run_autograder run, its results.json read.
+setup.sh (uv and PyPI, as root) is not run here.
 """
 
 import base64
@@ -35,8 +39,9 @@ from accelerate_course import check, classroom, published, running
 from conftest import REPO, STEPS, offline_env
 
 pytestmark = pytest.mark.skipif(os.environ.get("COURSE_CLASSROOM_TEST") != "1",
-                                reason="four real gradings: make test-classroom")
+                                reason="five real gradings: make test-classroom")
 STEP = 3
+TASK = "sst2-losses"
 TAG = published.version_tag()
 VENV_BIN = str(Path(sys.executable).parent)
 
@@ -60,9 +65,13 @@ def run_to_end(args, timeout, **popen):
         return process.returncode, out.read()
 
 
-def teacher_repository(tmp_path):
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
     """The teacher's published course: this working tree's files (committed or not, as
-    `git ls-files` lists them), committed and tagged, as a bare repository."""
+    `git ls-files` lists them), committed and tagged in a folder of its own, and a bare
+    repository of it that serves partial clones as GitHub does (uploadpack.allowFilter);
+    (the folder, the bare repository's file:// URL)."""
+    tmp_path = tmp_path_factory.mktemp("teacher")
     work = tmp_path / "teacher"
     names = git("ls-files", "-co", "--exclude-standard", cwd=REPO).split()
     for name in names:
@@ -74,7 +83,14 @@ def teacher_repository(tmp_path):
     git("commit", "--quiet", "-m", "the course", cwd=work)
     git("tag", TAG, cwd=work)
     git("clone", "--quiet", "--bare", str(work), str(tmp_path / "teacher.git"), cwd=tmp_path)
-    return f"file://{tmp_path / 'teacher.git'}"
+    git("config", "uploadpack.allowFilter", "true", cwd=tmp_path / "teacher.git")
+    return work, f"file://{tmp_path / 'teacher.git'}"
+
+
+def as_the_teacher(work, *words, **env):
+    """Run a course command from the teacher's own folder (its code, not this tree's)."""
+    return subprocess.run([sys.executable, "-m", *words], capture_output=True, text=True,
+                          cwd=work, env=offline_env(PYTHONPATH=str(work), **env))
 
 
 def added_code_lines(step):
@@ -123,7 +139,7 @@ def grading_reporter(step, outputs):
 
 def autograde(tmp_path, student_repository, name):
     """One push graded as GitHub Actions runs the students' classroom.yml: (points, out of,
-    results.json, the command-graders' messages)."""
+    results.json, the command-graders' messages, the runner's workspace)."""
     workspace = tmp_path / f"runner-{name}"
     git("clone", "--quiet", student_repository, str(workspace), cwd=tmp_path)  # Checkout code
     workflow = yaml.safe_load((workspace / ".github" / "workflows" / "classroom.yml").read_text())
@@ -136,7 +152,8 @@ def autograde(tmp_path, student_repository, name):
             continue  # done above, or by this environment (the module docstring says why)
         if "run" in step:
             env = offline_env(PATH=f"{VENV_BIN}:{os.environ['PATH']}",
-                              GITHUB_WORKSPACE=str(workspace), COURSE_TOKEN="")
+                              GITHUB_WORKSPACE=str(workspace), COURSE_TOKEN="",
+                              **job.get("env", {}))  # the job's env: every run step sees it
             code, output = run_to_end(["bash", "-e", "-c", step["run"]], cwd=workspace,
                                       env=env, timeout=900)
             print(f"\n--- {name}: {step['name']}\n{output[-4000:]}")
@@ -144,67 +161,129 @@ def autograde(tmp_path, student_repository, name):
         elif uses == "classroom-resources/autograding-command-grader@v1":
             outputs[step["id"]] = command_grader(step["with"], workspace)
             result = json.loads(base64.b64decode(outputs[step["id"]]))
-            messages[step["with"]["test-name"]] = result["tests"][0]["message"].strip()
+            messages[step["with"]["command"].split()[-1]] = result["tests"][0]["message"].strip()
         elif uses == "classroom-resources/autograding-grading-reporter@v1":
             points, out_of = grading_reporter(step, outputs)
         else:
             pytest.fail(f"a step this test does not play: {step}")
     print(f"--- {name}: Points {points}/{out_of}\n" + "\n".join(messages.values()))
-    return points, out_of, json.loads((workspace / "results.json").read_text()), messages
+    return points, out_of, json.loads((workspace / "results.json").read_text()), messages, workspace
 
 
-@pytest.mark.runs
-def test_a_classroom_lab_scores_each_check_and_holds_no_solution(tmp_path):
-    # the teacher: the course published at its tag; the students' repository written from it
-    course = teacher_repository(tmp_path)
+def found_in(lines, *folders):
+    """Return ["path: line", ...] for each of the lines (stripped, comments off) in a text file
+    under the folders (their .git folders aside: what a student's files and clones hold)."""
+    found = []
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if ".git" in path.relative_to(folder).parts or not path.is_file():
+                continue
+            try:
+                held = {line.split("  #")[0].strip() for line in path.read_text().splitlines()}
+            except UnicodeDecodeError:
+                continue
+            found += [f"{path}: {line}" for line in lines if line in held]
+    return found
+
+
+def play_lab(tmp_path, course, teacher_work, what, solution, **env):
+    """Write the lab for `what` from the teacher's course, push it, push the untouched file
+    and then the solution; return (the lab's folder, each push's autograde result)."""
     template = tmp_path / "template"
-    made = subprocess.run([sys.executable, "-m", "accelerate_course.classroom", "template",
-                           str(STEP), str(template), "--course", course],
-                          capture_output=True, text=True, cwd=REPO)
+    made = as_the_teacher(teacher_work, "accelerate_course.classroom", "template", str(what),
+                          str(template), "--course", course, **env)
     assert made.returncode == 0, made.stderr
     files = sorted(str(p.relative_to(template)) for p in template.rglob("*") if p.is_file())
     print("\n".join(["", made.stdout.strip(), *files]))
-    # nothing of the solution: no step 3, none of the code lines lesson 3 adds in any file
-    assert not (template / "step3_distributed_eval").exists()
-    assert not (template / "accelerate_course" / "check.py").exists()
-    wanted = added_code_lines(STEP)
-    assert len(wanted) >= 10, wanted  # the lesson's gather, cut, print, writer, end: found
-    for path in template.rglob("*"):
-        if path.is_file() and path.suffix in {".py", ".md", ".yml", ".json", ".toml", ""}:
-            lines = {line.split("  #")[0].strip() for line in path.read_text().splitlines()}
-            assert not wanted & lines, (path, wanted & lines)
     git("init", "--quiet", "-b", "main", cwd=template)
     git("add", "-A", cwd=template)
-    git("commit", "--quiet", "-m", "lab 3", cwd=template)
+    git("commit", "--quiet", "-m", f"lab {what}", cwd=template)
     git("clone", "--quiet", "--bare", str(template), str(tmp_path / "student.git"), cwd=tmp_path)
     student = f"file://{tmp_path / 'student.git'}"
-
-    # a student pushes the untouched exercise, then the lesson's own step 3 as the solution
     work = tmp_path / "student"
     git("clone", "--quiet", student, str(work), cwd=tmp_path)
     git("commit", "--quiet", "--allow-empty", "-m", "started", cwd=work)
     git("push", "--quiet", "origin", "HEAD", cwd=work)
-    untouched, out_of, untouched_json, untouched_messages = autograde(tmp_path, student, "untouched")
-    shutil.copy(STEPS[STEP], work / "exercises" / f"step{STEP}" / "train.py")
-    git("commit", "--quiet", "-am", "lesson 3 done", cwd=work)
+    untouched = autograde(tmp_path, student, "untouched")
+    exercise = work / classroom.exercise_path(check.grading_of(str(what)))
+    exercise.write_text(solution)
+    git("commit", "--quiet", "-am", "done", cwd=work)
     git("push", "--quiet", "origin", "HEAD", cwd=work)
-    solved, _, solved_json, _ = autograde(tmp_path, student, "solved")
+    solved = autograde(tmp_path, student, "solved")
+    return template, untouched, solved
 
-    assert out_of == check.total(STEP) == 10
+
+def assert_the_clone_holds_only_the_graders_files(workspace, template):
+    clone = workspace / ".course"
+    wanted = [line.strip("/") for line in
+              (template / ".github" / "classroom" / "grader-files").read_text().split()]
+    held = sorted(str(p.relative_to(clone)) for p in clone.rglob("*")
+                  if p.is_file() and ".git" not in p.relative_to(clone).parts)
+    assert held and all(any(name == w or name.startswith(w) for w in wanted) for name in held)
+    assert not (clone / "tests").exists() and not (clone / "step3_distributed_eval").exists()
+
+
+@pytest.mark.runs
+def test_a_classroom_lab_scores_each_check_and_holds_no_solution(tmp_path, teacher):
+    teacher_work, course = teacher
+    template, untouched, solved = play_lab(tmp_path, course, teacher_work, STEP,
+                                           STEPS[STEP].read_text())
+    points, out_of, untouched_json, untouched_messages, workspace = untouched
+    solved_points, _, solved_json, _, _ = solved
+    # nothing of the solution: no step 3, none of the code lines lesson 3 adds, in the lab or
+    # in the clone of the grader its make check and its workflow make
+    assert not (template / "step3_distributed_eval").exists()
+    assert not (template / "accelerate_course" / "check.py").exists()
+    wanted = added_code_lines(STEP)
+    assert len(wanted) >= 10, wanted  # the lesson's gather, cut, print, writer, end: found
+    assert found_in(wanted, template, workspace / ".course") == []
+    assert_the_clone_holds_only_the_graders_files(workspace, template)
+
+    assert out_of == check.total(check.grading_of(str(STEP))) == 10
     # each command-grader step scores its check of the one grading: the reporter's sum is
     # results.json's score, on both pushes
-    assert (untouched, solved) == (untouched_json["score"], solved_json["score"])
-    assert solved == out_of and all(t["status"] == "passed" for t in solved_json["tests"])
-    assert 0 < untouched < out_of
-    # a failed check's step says why, in the check's own hint
-    failed = [t for t in untouched_json["tests"] if t["status"] == "failed"]
-    assert failed and all(f"hint: {t['output']}" in untouched_messages[t["extra_data"]["check"]]
-                          for t in failed)
+    assert (points, solved_points) == (untouched_json["score"], solved_json["score"]) == (0, 10)
+    assert all(t["status"] == "passed" for t in solved_json["tests"])
+    # a check's step says why it scored nothing: its hint, or the check that kept it at 0
+    for test in untouched_json["tests"]:
+        key = test["extra_data"]["check"]
+        if key in untouched_messages:
+            assert test["output"] and test["output"] in untouched_messages[key], key
 
 
-def fake_autograder(tmp_path, archive, submission=None):
+@pytest.mark.runs
+def test_a_take_home_lab_in_chinese_holds_no_solution_in_the_lab_or_its_grader(tmp_path, teacher):
+    from lesson_applied import applied
+    from test_takehome import START, solution_lines
+    teacher_work, course = teacher
+    template, untouched, solved = play_lab(tmp_path, course, teacher_work, TASK, applied(START),
+                                           COURSE_LANG="zh-CN")
+    points, out_of, untouched_json, _, workspace = untouched
+    solved_points, _, solved_json, solved_messages, _ = solved
+    # the task's solution, built at test time, is in no file the lab or its grader clone holds
+    wanted = solution_lines()
+    (tmp_path / "solution-lines").write_text("\n".join(wanted) + "\n")
+    grep = subprocess.run(["grep", "-rnF", "--exclude-dir=.git", "-f",
+                           str(tmp_path / "solution-lines"), str(template),
+                           str(workspace / ".course")], capture_output=True, text=True)
+    print(f"\n$ grep -rnF --exclude-dir=.git -f solution-lines lab/ lab/.course/\n"
+          f"{grep.stdout or '(nothing)'} (exit {grep.returncode})")
+    assert grep.returncode == 1 and grep.stdout == ""
+    assert_the_clone_holds_only_the_graders_files(workspace, template)
+    # the grades, in Chinese, in results.json and in each check's step
+    assert (points, out_of, solved_points) == (untouched_json["score"], 10, solved_json["score"])
+    assert (points, solved_points) == (0, 10)
+    assert untouched_json["output"].endswith("不得分，因为本课要教的一项核心检查没有通过："
+                                             "“主进程对整个验证集只计分一次：400 个句子”。")
+    assert solved_messages["one_writer"].startswith("只有一个进程写 metrics.json: 1 / 1")
+    workflow = (template / ".github" / "workflows" / "classroom.yml").read_text()
+    assert "COURSE_LANG: 'zh-CN'" in workflow and "test-name: '只有一个进程写 metrics.json'" in workflow
+
+
+def fake_autograder(tmp_path, archive, submissions=()):
     """A folder laid out as Gradescope lays out /autograder for one submission: the zip in
-    source/, run_autograder copied beside it (its Dockerfile's cp), the submission's files."""
+    source/, run_autograder copied beside it (its Dockerfile's cp), the submission's files
+    ({name: source file})."""
     root = tmp_path / "autograder"
     shutil.rmtree(root, ignore_errors=True)
     with zipfile.ZipFile(archive) as zipped:
@@ -213,15 +292,15 @@ def fake_autograder(tmp_path, archive, submission=None):
     shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
     (root / "run_autograder").chmod(0o755)
     (root / "submission").mkdir()
-    if submission:
-        shutil.copy(submission, root / "submission" / "train.py")
+    for name, source in dict(submissions).items():
+        shutil.copy(source, root / "submission" / name)
     code, output = run_to_end([str(root / "run_autograder")], cwd=root, timeout=900,
                               env=offline_env(AUTOGRADER=str(root),
                                               AUTOGRADER_PYTHON=sys.executable))
     assert code == 0, output
     results = json.loads((root / "results" / "results.json").read_text())
-    print(f"\n--- run_autograder, {submission or 'no train.py'}\n{output[-1500:]}"
-          f"results.json:\n{json.dumps(results, indent=1)}")
+    print(f"\n--- run_autograder, {dict(submissions) or 'nothing handed in'}\n{output[-1500:]}"
+          f"results.json:\n{json.dumps(results, indent=1, ensure_ascii=False)}")
     return results
 
 
@@ -236,22 +315,33 @@ def assert_gradescope_schema(results):
 
 
 @pytest.mark.runs
-def test_gradescope_run_autograder_writes_results_json(tmp_path):
+def test_gradescope_grades_the_one_py_file_of_any_name_from_the_committed_course(tmp_path, teacher):
+    teacher_work, _ = teacher
+    # the teacher's folder also holds untracked notes and a scratch solution: not in the zip
+    (teacher_work / "notes.md").write_text("my notes for the class\n")
+    (teacher_work / "scratch").mkdir(exist_ok=True)
+    (teacher_work / "scratch" / "my_solution.py").write_text("# the answer\n")
     out = tmp_path / "gradescope"
-    made = subprocess.run([sys.executable, "-m", "accelerate_course.classroom", "gradescope",
-                           str(STEP), str(out)], capture_output=True, text=True, cwd=REPO)
+    made = as_the_teacher(teacher_work, "accelerate_course.classroom", "gradescope", str(STEP),
+                          str(out))
     assert made.returncode == 0, made.stderr
+    assert "left out: 2 uncommitted or untracked paths" in made.stdout, made.stdout
     archive = out / "autograder.zip"
+    names = zipfile.ZipFile(archive).namelist()
+    committed = git("ls-files", cwd=teacher_work).split()
+    assert sorted(names) == sorted(["setup.sh", "run_autograder", *(f"course/{n}" for n in committed)])
     setup = zipfile.ZipFile(archive).read("setup.sh").decode()
     assert "download.pytorch.org/whl/cpu" in setup and "uv venv --python 3.11" in setup
 
     missing = fake_autograder(tmp_path, archive)
-    assert missing["score"] == 0 and "no train.py" in missing["output"]
-    exercise = tmp_path / "exercise.py"
-    exercise.write_text(classroom.exercise.exercise(STEP))
-    untouched = fake_autograder(tmp_path, archive, exercise)
-    lesson = fake_autograder(tmp_path, archive, STEPS[STEP])
-    for results in (untouched, lesson):
-        assert_gradescope_schema(results)
-        assert sum(test["max_score"] for test in results["tests"]) == check.total(STEP)
-    assert 0 < untouched["score"] < check.total(STEP) == lesson["score"]
+    assert missing["score"] == 0 and missing["tests"] == []
+    assert missing["output"].startswith("no grade: no .py file in ")
+    several = fake_autograder(tmp_path, archive, {"train.py": STEPS[STEP],
+                                                  "train (1).py": STEPS[STEP]})
+    assert several["score"] == 0 and several["output"] == (
+        "no grade: 2 .py files were handed in (train (1).py, train.py). Keep only the one to "
+        "grade, and hand it in again.")
+    # a browser's second download of the same file: graded
+    lesson = fake_autograder(tmp_path, archive, {"train (1).py": STEPS[STEP]})
+    assert_gradescope_schema(lesson)
+    assert sum(test["max_score"] for test in lesson["tests"]) == 10 == lesson["score"]

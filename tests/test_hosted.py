@@ -164,8 +164,26 @@ def test_the_course_notebook_clones_the_course_and_runs_its_commands(tmp_path, r
                                 else line for line in cell.source.splitlines())
     text = text_of(run(notebook, folder, runtime, monkeypatch))
     assert "setup: installs transformers" in text and (folder / "course" / ".git").exists()
-    assert "launch plan (" in text and "step 1 and step 2 side by side" in text  # make course
+    # make course: matplotlib, which the fresh runtime lacks, installed in one line first
+    pin = next(line for line in (REPO / "requirements.txt").read_text().splitlines()
+               if line.startswith("matplotlib=="))
+    assert f"setup: installs {pin}, which this runtime lacks" in text
+    assert "launch plan (" in text and "step 1 and step 2 side by side" in text
+    assert "training-loss curves:" in text and "ModuleNotFoundError" not in text
     # make lesson: the kernel runs ! commands in a terminal, so git's words in colour
     assert "step2_accelerate/train.py" in text and "accelerator.backward(loss)" in text
     assert "Step 2: " in text and "mixed precision: bf16 autocast" in text  # make what-if
-    assert "checks passed in" in text and "FAIL" in text  # make check: the untouched exercise
+    # the exercise written, a cell to edit it (no Colab here: where it is), then make check
+    exercise = folder / "course" / "exercises" / "step2" / "train.py"
+    assert "wrote exercises/step2/train.py" in text and f"edit {exercise}" in text
+    assert "checks passed in" in text and "FAIL" in text and "0 of 5 points." in text
+
+    # a student edits the exercise and runs the exercise's cell again: the edit is kept
+    exercise.write_text(exercise.read_text() + "# my work\n")
+    again = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import os, sys\nos.chdir('course')\nLESSON = 2"),
+        next(cell for cell in notebook.cells if cell.cell_type == "code"
+             and "accelerate_course.exercise {LESSON}" in cell.source)])
+    rerun = text_of(run(again, folder, runtime, monkeypatch))
+    assert exercise.read_text().endswith("# my work\n")
+    assert "kept exercises/step2/train.py: it has your changes" in rerun

@@ -126,12 +126,8 @@ def links_block():
 
 
 def points_block():
-    """Return what each check is worth, step by step (check.POINTS), as a table."""
-    lines = ["| lesson | check: points | out of |", "|---|---|---|"]
-    for step, worth in check.POINTS.items():
-        cells = ", ".join(f"{key}: {points}" for key, points in worth.items())
-        lines.append(f"| {step} | {cells} | {check.total(step)} |")
-    return "\n".join(lines) + "\n"
+    """Return what each check is worth, lesson by lesson and task by task (check.points_table)."""
+    return check.points_table()
 
 
 def render(text, results=None):

@@ -15,13 +15,13 @@ Per step (StepRuns), in order of what each property launches:
   exercise beside them, and whatever the caller adds (`extra`: step 3's grid of sizes and the
   mistakes a grader must fail, in the tests), and for step 3, step 4's reference (step 3
   with dropout off) when step 4's checks read runs too;
-- one: the one-process launch (step 1, step 2, step 3, and step 2's variants and exercise when
-  step 2's checks read them, and whatever the caller adds: `on_one_process`), which grading
-  steps 1-3 compares with;
-- two_machines (step 3): the setting no exercise shows (2 machines of 1 process, evaluation
-  batches of 5) for the runs named in `unseen`, with whatever the caller adds to that launch
-  (`on_two_machines`: in the tests, the README's command as 2 machines started by srun);
-- runs: what grading needs besides (check.runs_for);
+- one: the one-process launch (step 1, step 2, step 3, and whatever the caller adds:
+  `on_one_process`), which the comparisons of steps 1-3 read;
+- two_machines (step 3): the setting no exercise shows (2 machines of 1 process, with the
+  grader's flags for it) for the runs named in `unseen`, with whatever the caller adds to that
+  launch (`on_two_machines`: in the tests, the README's command as 2 machines started by srun);
+- runs: what grading needs besides (check.runs_for): the grader's own settings, where they
+  are not the lab's (step 2 on 1 process, and step 4, with check.PREDICTING_RUN's flags);
 - graded: check.grade of the lesson and of every other script.
 """
 
@@ -61,11 +61,12 @@ class StepRuns:
         if step == 3 and 4 in selected:  # step 4's reference, in step 3's launch
             self.extra["lesson without dropout"] = (TRAIN_PY[3], {}, run_plans.step4_flags(folder))
         # the scripts graded besides the lesson: variants, exercise, and the extras that are
-        # plain scripts (not a helper run with flags of its own)
+        # plain scripts (not a helper run with flags of its own, not the grader's reference)
         self.scripts = {**patches.variant_scripts(step, folder=folder),
                         **{name: path for name, path in self.extra.items()
-                           if not isinstance(path, tuple)}}
+                           if not isinstance(path, tuple) and name != check.REFERENCE}}
         del self.scripts["lesson"]
+        self.grading = check.grading_of(str(step)) if step > 1 else None
 
     @functools.cached_property
     def _what_if(self):
@@ -88,11 +89,19 @@ class StepRuns:
 
     @functools.cached_property
     def one(self):
-        """The one-process launch: step 1, step 2, step 3, step 2's variants and exercise
-        when step 2's checks read runs in this session, and last `on_one_process`."""
-        candidates = self.scripts if 2 in self.selected else {}
-        return check.one_process_runs({**candidates, "step3": TRAIN_PY[3], **self.on_one_process},
-                                      self.folder)
+        """The one-process launch, under accelerate launch (one thread): step 1, step 2
+        ("lesson"), step 3, and last `on_one_process`."""
+        return run_plans.run_scripts(
+            2, {"step1": TRAIN_PY[1], "lesson": TRAIN_PY[2], "step3": TRAIN_PY[3],
+                **self.on_one_process}, self.folder / "one", processes=1, launcher="accelerate")
+
+    @functools.cached_property
+    def step3_without_dropout(self):
+        """Step 3 on 2 processes with dropout off, the lab's flags (step 4's lesson compares
+        with it): from step 3's lab launch when that launch is read anyway, else alone."""
+        made = self.step3_reference() if self.step3_reference else None
+        return made or run_plans.run_scripts(3, {"lesson": TRAIN_PY[3]}, self.folder / "step3",
+                                             run_plans.step4_flags(self.folder))["lesson"]
 
     @functools.cached_property
     def two_machines(self):
@@ -101,25 +110,35 @@ class StepRuns:
         with their own; {name: measuring.measure(...)}, each run's folder in folder/two_machines."""
         scripts = {name: self.scripts.get(name, TRAIN_PY[3]) for name in self.unseen}
         return run_plans.run_on_two_machines(3, {**scripts, **self.on_two_machines},
-                                       self.folder / "two_machines", check.UNSEEN_FLAGS,
-                                       machine_env=self.machine_env)
+                                             self.folder / "two_machines", check.UNSEEN_FLAGS,
+                                             machine_env=self.machine_env)
 
     @functools.cached_property
     def runs(self):
-        """Everything grading reads (check.runs_for), the run sets made already passed in."""
-        made = {check.TWO_PROCESSES: self.measured}
+        """Everything grading reads (check.runs_for), the run sets made already with the
+        grader's flags passed in: the lab's launch of 2 processes for steps 2 and 3 (its
+        reference: step 2 itself, or step 2 run beside step 3's variants), and step 3's
+        two-machine launch. Step 2 on 1 process and step 4 run with the grader's own flags
+        (check.PREDICTING_RUN), in launches of their own."""
+        made = {}
         if self.step == 2:
-            made[check.ONE_PROCESS] = self.one
-        if self.step == 3 and self.unseen:
-            made[check.TWO_MACHINES] = {name: self.two_machines[name] for name in self.unseen}
-        if self.step == 4 and self.step3_reference and self.step3_reference():
-            made[check.STEP3_REFERENCE] = {"lesson": self.step3_reference()}
-        return check.runs_for(self.step, self.scripts, self.folder, made)
+            made[check.TWO_PROCESSES] = {**self.measured, check.REFERENCE: self.measured["lesson"]}
+        if self.step == 3:
+            made[check.TWO_PROCESSES] = self.measured
+            if self.unseen:
+                made[check.TWO_MACHINES] = {name: self.two_machines[name] for name in self.unseen}
+        candidates = {"lesson": TRAIN_PY[self.step], **self.scripts}
+        return check.runs_for(self.grading, candidates, self.folder / "graded", made)
 
     @functools.cached_property
     def graded(self):
         """{name: the grader's checks} for the lesson and every other script."""
-        return {name: check.grade(self.step, name, self.runs) for name in ["lesson", *self.scripts]}
+        return {name: check.grade(self.grading, name, self.runs)
+                for name in ["lesson", *self.scripts]}
+
+    def score(self, name):
+        """Return (points scored, points the grade is out of) of a script."""
+        return check.score(self.grading, self.graded[name])
 
     def __getitem__(self, name):
         return self.measured[name]

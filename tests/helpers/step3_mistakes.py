@@ -43,6 +43,10 @@ MISTAKES = {
          "    all_labels.append(eval_dataloader.dataset['labels'][:])\n"
          "    for batch in []:\n"),
     ],
+    # evaluates and gathers, but writes one class for every pair instead of the model's
+    # predictions (after a short run the model itself predicts one class: check.PREDICTING_RUN)
+    "fixed_predictions": [("predictions = torch.argmax(outputs.logits, dim=-1)",
+                           'predictions = torch.ones_like(batch["labels"])')],
     # a crash (the labels left ungathered is a what-if variant: labels_not_gathered): the
     # predictions made a list before the gather
     "tolist_before_gather": [(GATHER_PREDICTIONS,

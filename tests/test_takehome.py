@@ -1,0 +1,116 @@
+"""Take-home tasks (takehome/): the lesson applied to another loop, graded by the lesson's own
+measured checks, with a solution in no file of the course. The solution is built here, at test
+time, by applying lesson 3 to the task's starting script mechanically
+(tests/helpers/lesson_applied.py); so are the known mistakes. All of them graded in one set of
+launches, as make check TASK=... grades one file (about 2 minutes on 2 cores)."""
+
+import subprocess
+
+import pytest
+
+from accelerate_course import check, takehome
+from accelerate_course.steps import TRAIN_PY
+from conftest import REPO
+from lesson_applied import added_lines, applied
+
+TASK = "sst2-losses"
+START = takehome.tasks()[TASK].start.read_text()
+
+# name -> (the file, the check that must fail, its hint): each mistake a student makes
+MISTAKES = {
+    # gathered, but the duplicated tail kept
+    "no_cut": (applied(START, gather="gather"), "whole_split",
+               "the main process scored 406 predictions for 400 sentences: the duplicated tail "
+               "was counted"),
+    # predictions and labels gathered, each sentence's loss not: the loss of one share
+    "losses_not_gathered": (applied(START, skip="sentence_losses"), "eval_loss",
+                            "the mean over the 400 sentences of the split is"),
+    "every_process_writes": (applied(START, writer=None), "one_writer",
+                             "2 processes wrote metrics.json"),
+    # right on one machine only
+    "local_main_writes": (applied(START, writer="is_local_main_process"), "two_machines",
+                          "2 processes wrote metrics.json"),
+    # the tail of this setting (6) cut by hand: wrong where the tail is another
+    "hardcoded_cut": (applied(START, gather="gather").replace(
+        "torch.cat(sentence_predictions)", "torch.cat(sentence_predictions)[:-6]").replace(
+        "torch.cat(sentence_labels)", "torch.cat(sentence_labels)[:-6]").replace(
+        "torch.cat(sentence_losses)", "torch.cat(sentence_losses)[:-6]"), "two_machines",
+        # (2 machines, batches of 3: 402 gathered, 396 kept)
+        "the main process scored 396 predictions; the split has 400 sentences"),
+    # the labels written as the predictions: a perfect accuracy, not the model's
+    "labels_as_predictions": (applied(START).replace('"predictions": predictions.tolist()',
+                                                     '"predictions": labels.tolist()'),
+                              "own_predictions", "of the predictions written differ from what "
+                                                 "the model predicts for the split (400 sentences)"),
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """{name: (its checks, its score)} for the untouched script, the solution and each mistake."""
+    folder = tmp_path_factory.mktemp("takehome")
+    texts = {"untouched": START, "solution": applied(START),
+             **{name: text for name, (text, _, _) in MISTAKES.items()}}
+    paths = {}
+    for name, text in texts.items():
+        (folder / name).mkdir()
+        paths[name] = folder / name / "train.py"
+        paths[name].write_text(text)
+    grading = check.grading_of(TASK)
+    runs = check.runs_for(grading, paths, folder / "runs")
+    result = {}
+    for name in paths:
+        checks = check.grade(grading, name, runs)
+        result[name] = checks, check.score(grading, checks)
+        print(f"\n{name}: {result[name][1]} | " + " | ".join(
+            f"FAIL {c.key}: {c.hint}" for c in checks if not c.passed))
+    return result
+
+
+def test_the_untouched_script_scores_nothing_and_passes_only_prerequisites(graded):
+    checks, score = graded["untouched"]
+    task = check.grading_of(TASK)
+    prerequisites = {key for key, worth in task.points.items() if worth.kind == check.PREREQUISITE}
+    assert {c.key for c in checks if c.passed} == prerequisites
+    assert score == (0, 10)
+
+
+def test_a_solution_built_at_test_time_scores_every_point(graded):
+    checks, score = graded["solution"]
+    assert all(c.passed for c in checks), [c for c in checks if not c.passed]
+    assert sorted(c.key for c in checks) == sorted(check.grading_of(TASK).points)
+    assert score == (10, 10)
+
+
+@pytest.mark.parametrize("name", sorted(MISTAKES))
+def test_each_known_mistake_scores_no_more_than_the_untouched_script(graded, name):
+    _, key, hint = MISTAKES[name]
+    checks, score = graded[name]
+    failed = {c.key: c.hint for c in checks if not c.passed}
+    assert key in failed and hint in failed[key], failed
+    assert score[0] <= graded["untouched"][1][0] == 0
+
+
+def solution_lines():
+    """Return the lines the task's solution adds that lesson 3's own step does not hold
+    (comments off): the task's answer, beyond the lesson every student reads."""
+    lesson = {line.split("  #")[0].strip() for line in TRAIN_PY[3].read_text().splitlines()}
+    return [line for line in added_lines(START, applied(START)) if line not in lesson]
+
+
+@pytest.mark.runs
+def test_the_solution_is_in_no_file_of_the_course():
+    # every line the solution adds to the starting script, beyond lesson 3's own, looked for
+    # in every file git tracks (this file and the helper build it without its lines)
+    wanted = solution_lines()
+    assert len(wanted) >= 4, wanted
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split()
+    found = []
+    for name in files:
+        try:
+            lines = {line.strip() for line in (REPO / name).read_text().splitlines()}
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue
+        found += [(name, line) for line in wanted if line in lines]
+    assert found == []
