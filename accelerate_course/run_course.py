@@ -14,6 +14,7 @@ stops it all (accelerate_course/running.py).
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -309,7 +310,10 @@ def main():
     own = sum(runs[s].seconds for s in ran)
     print(f"\nthe course took {wall:.0f} s; its steps' own times add up to {own:.0f} s"
           + (f" ({wall / own:.2f} of that: steps side by side)" if wall < own * 0.98 else ""))
-    if results:
+    if results and importlib.util.find_spec("matplotlib") is None:
+        print("no loss curves: matplotlib is not installed here (pip install matplotlib, or "
+              "make install)")
+    elif results:
         plot = Path(args.output_dir) / "loss_curves.png"
         plot_losses(results, plot)
         print(f"training-loss curves: {plot}")

@@ -156,7 +156,8 @@ def launch_problem(script_joins_processes):
     if not script_joins_processes:
         return (f"this script was launched as {world_size} processes, but it is the plain loop: "
                 "it never creates an Accelerator, so each process would train alone on all the "
-                "data; run it with python, or launch step 2, 3 or 4 instead")
+                "data; run it with python (one process), or launch it once it creates an "
+                "Accelerator (lesson 2)")
     if torch_xla_installed() and not flag_is_set("ACCELERATE_USE_CPU"):
         return None  # torch_xla's runtime decides the processes; Accelerate asks it
     if flag_is_set("ACCELERATE_USE_CPU"):
