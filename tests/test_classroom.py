@@ -274,7 +274,7 @@ def test_a_take_home_lab_in_chinese_holds_no_solution_in_the_lab_or_its_grader(t
     assert (points, out_of, solved_points) == (untouched_json["score"], 10, solved_json["score"])
     assert (points, solved_points) == (0, 10)
     assert untouched_json["output"].endswith("不得分，因为本课要教的一项核心检查没有通过："
-                                             "“主进程对整个验证集只计分一次：400 个句子”。")
+                                             "“主进程用整个验证集只算一次指标：400 个句子”。")
     assert solved_messages["one_writer"].startswith("只有一个进程写 metrics.json: 1 / 1")
     workflow = (template / ".github" / "workflows" / "classroom.yml").read_text()
     assert "COURSE_LANG: 'zh-CN'" in workflow and "test-name: '只有一个进程写 metrics.json'" in workflow
