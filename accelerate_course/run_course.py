@@ -221,7 +221,7 @@ def main():
     # before an earlier run's results could be touched
     from common.cli import parse_args as step_arguments
     step_arguments([*step_flags, "--output-dir", args.output_dir])
-    lock = hold_output_dir(Path(args.output_dir))  # noqa: F841 (held until the command ends)
+    lock = hold_output_dir(Path(args.output_dir))  # held until the command ends
     gpus, tpu, mps, hardware = machine()
     launches = plan(gpus, tpu, args.processes, args.launcher, mps)
     order = rounds(launches, args.steps, cores())
@@ -323,6 +323,7 @@ def main():
               + (f" {', '.join(f'{n}={v}' for n, v in settings.items())} is set in this "
                  "environment: the steps that make an Accelerator read it, step 1 does not; "
                  "unset it for the course's comparisons" if settings else ""))
+    lock.close()
     sys.exit(1 if failed else 0)
 
 

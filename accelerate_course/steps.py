@@ -9,7 +9,6 @@ hunk of that diff is the lesson's own.
 """
 
 import difflib
-import re
 from pathlib import Path
 from typing import NamedTuple
 
