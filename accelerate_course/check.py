@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 from typing import NamedTuple
 
-from accelerate_course import measuring, run_plans, running, takehome
+from accelerate_course import lab_runs, measuring, running, takehome
 from accelerate_course.messages import joined, language, say, then
 from accelerate_course.steps import FOLDERS, TRAIN_PY as STEP_FILE
 
@@ -407,38 +407,37 @@ def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT):
     candidates) is run now, in one launch."""
     folder, made = Path(folder), made or {}
     reference = reference_script(grading)
-    flags = grading.task.flags if grading.task else run_plans.SHORT_RUN
+    flags = grading.task.flags if grading.task else lab_runs.SHORT_RUN
     needed = {
-        2: {ONE_PROCESS: lambda: run_plans.run_scripts(
+        2: {ONE_PROCESS: lambda: lab_runs.run_scripts(
                 2, {"step1": STEP_FILE[1], **candidates}, folder / "one", PREDICTING_RUN,
                 processes=1, launcher="accelerate", time_limit=time_limit, evaluate_alone=True),
-            TWO_PROCESSES: lambda: run_plans.run_scripts(
+            TWO_PROCESSES: lambda: lab_runs.run_scripts(
                 2, {REFERENCE: reference, **candidates}, folder / "two", time_limit=time_limit)},
         # the candidates in a launch of their own, before the reference's: a collective only
         # some of their processes join ends their launch (the others leave), instead of
         # meeting the reference's collectives
         3: {TWO_PROCESSES: lambda: {
-                **run_plans.run_scripts(3, candidates, folder / "yours", flags,
+                **lab_runs.run_scripts(3, candidates, folder / "yours", flags,
                                         time_limit=time_limit),
-                **run_plans.run_scripts(3, {REFERENCE: reference}, folder / "reference", flags,
+                **lab_runs.run_scripts(3, {REFERENCE: reference}, folder / "reference", flags,
                                         time_limit=time_limit)},
-            TWO_MACHINES: lambda: run_plans.run_on_two_machines(
+            TWO_MACHINES: lambda: lab_runs.run_on_two_machines(
                 3, candidates, folder / "unseen",
                 grading.task.unseen_flags if grading.task else UNSEEN_FLAGS, time_limit)},
-        4: {STEP3_REFERENCE: lambda: run_plans.run_scripts(
+        4: {STEP3_REFERENCE: lambda: lab_runs.run_scripts(
                 3, {REFERENCE: STEP_FILE[3]}, folder / "step3", step4_flags(folder),
                 time_limit=time_limit),
-            TWO_PROCESSES: lambda: run_plans.run_scripts(
-                4, candidates, folder / "two", step4_flags(folder),
-                env=run_plans.LAUNCH_ENV.get(4), time_limit=time_limit)},
+            TWO_PROCESSES: lambda: lab_runs.run_scripts(
+                4, candidates, folder / "two", step4_flags(folder), time_limit=time_limit)},
     }[grading.lesson]
     return {name: made[name] if name in made else run() for name, run in needed.items()}
 
 
 def step4_flags(folder):
     """Return the flags of lesson 4's graded runs: dropout off (step 4 is then step 3 exactly,
-    run_plans.step4_flags), for PREDICTING_RUN's steps at its learning rate."""
-    flags = run_plans.step4_flags(folder)
+    lab_runs.lab_flags), for PREDICTING_RUN's steps at its learning rate."""
+    flags = lab_runs.lab_flags(4, folder)
     at = flags.index("--max-train-steps")
     return [*flags[:at], *flags[at + 2:], *PREDICTING_RUN]
 
@@ -662,7 +661,7 @@ def graded_within(grading, path, folder, time_limit):
     except running.TimeLimitReached as stopped_:
         return [check("time_limit", False, say("hint.time_limit", seconds=round(stopped_.seconds)),
                       seconds=time_limit)]
-    except run_plans.LaunchFailed as failed:
+    except lab_runs.LaunchFailed as failed:
         return [check("runs", False, say("hint.stopped", error=failed.last_line))]
 
 

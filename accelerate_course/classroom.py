@@ -28,8 +28,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from accelerate_course import (check, exercise, install, measuring, messages, published,
-                               run_plans, takehome)
+from accelerate_course import (check, exercise, install, lab_runs, measuring, messages,
+                               published, takehome)
 from accelerate_course.messages import say
 from accelerate_course.steps import (FOLDERS, REPO, TRAIN_PY, docstring_end, lesson_hunks,
                                      lesson_lines)
@@ -155,7 +155,7 @@ def worth_said(worth):
 def check_names(grading):
     """Return {check key: its name}, in the class's language, its fields filled from the
     grading's own settings; a count measured from a run (a split's share) left out."""
-    flags = grading.task.flags if grading.task else run_plans.SHORT_RUN
+    flags = grading.task.flags if grading.task else lab_runs.SHORT_RUN
     fields = dict(n=2, steps=measuring.train_steps(flags), shares="...", split="...",
                   batch=grading.task.unseen_batch if grading.task else check.UNSEEN_FLAGS[-1])
     return {key: re.sub(r"\s*[(（]\.\.\.[)）]|[:：] ?\.\.\..*", "",

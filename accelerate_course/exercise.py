@@ -14,7 +14,8 @@ import argparse
 import re
 import sys
 
-from accelerate_course.steps import FOLDERS, REPO, code_of, docstring_end, lesson_hunks, lesson_lines
+from accelerate_course.steps import (FOLDERS, LESSONS, REPO, code_of, docstring_end, lesson_hunks,
+                                     lesson_lines)
 
 # a hunk whose new lines carry no comment gets one of these, by what it does
 WITHOUT_COMMENT = {"adds": "a line of the lesson goes here",
@@ -99,7 +100,7 @@ def exercise(step):
 def main():
     parser = argparse.ArgumentParser(prog="python -m accelerate_course.exercise",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("step", type=int, choices=[2, 3, 4])
+    parser.add_argument("step", type=int, choices=LESSONS)
     parser.add_argument("--print", action="store_true", help="print it instead of writing it")
     parser.add_argument("--force", action="store_true", help="overwrite an existing exercise")
     args = parser.parse_args()

@@ -19,14 +19,14 @@ read a state saved there): lab.what_if runs them so. rows() turns the measuremen
 table's rows, as data;
 the commands render them (accelerate_course/whatif.py for the terminal,
 accelerate_course/maintain/update_readme.py for the pages). Comparisons with dropout off use
-the checkpoint copy that turns it off (run_plans.checkpoint_without_dropout): there two runs that
+the checkpoint copy that turns it off (lab_runs.checkpoint_without_dropout): there two runs that
 compute the same sums in another order can be compared step for step.
 """
 
 from pathlib import Path
 from typing import NamedTuple
 
-from accelerate_course import patches, run_plans
+from accelerate_course import lab_runs, patches
 from accelerate_course.steps import FOLDERS, REPO, TRAIN_PY
 
 # two runs of the same computation in another order of float sums (accumulated gradients
@@ -40,7 +40,7 @@ class Spec(NamedTuple):
     name: str
     patch: str | None  # stepN_*/invariants/<patch>.patch, or None: the step itself
     processes: int  # 1, or the step's what-if launch's 2
-    flags: tuple = ()  # instead of the lab's short run (run_plans.SHORT_RUN)
+    flags: tuple = ()  # instead of the lab's short run (lab_runs.SHORT_RUN)
     env: dict = {}
     dropout: bool = True  # False: the checkpoint copy without dropout
     resumes: str | None = None  # the run whose saved state it loads (in a launch after)
@@ -80,11 +80,11 @@ def scripts(step, folder):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(patches.apply_patch(REPO / FOLDERS[step] / "invariants" /
                                                 f"{spec.patch}.patch", text))
-        flags = list(spec.flags or run_plans.SHORT_RUN)
+        flags = list(spec.flags or lab_runs.SHORT_RUN)
         if "--max-train-steps" not in flags:
-            flags += run_plans.SHORT_RUN
+            flags += lab_runs.SHORT_RUN
         if not spec.dropout:
-            flags += ["--checkpoint", str(run_plans.checkpoint_without_dropout(folder))]
+            flags += ["--checkpoint", str(lab_runs.checkpoint_without_dropout(folder))]
         found[spec.name] = (path, dict(spec.env), flags)
     return found
 

@@ -1,7 +1,7 @@
 """The what-if lab: run a step beside its variants and measure what each lesson line does.
 
 A variant (accelerate_course/patches.py) is the step with one lesson line taken out or done
-the other common way; it runs for real beside the step (accelerate_course/run_plans.py), is
+the other common way; it runs for real beside the step (accelerate_course/lab_runs.py), is
 measured (measuring.py) and compared with the lesson's run (diagnosis.py): the rows of
 `make what-if`'s table, as data, which whatif.py renders for the terminal and
 maintain/update_readme.py for the pages.
@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 from accelerate_course import invariants
 from accelerate_course.diagnosis import measured_cells, verdict
+from accelerate_course.lab_runs import lab_batch, lab_flags, run_batches, run_scripts
 from accelerate_course.patches import variant_scripts, variants
-from accelerate_course.run_plans import (LAUNCH_ENV, SHORT_RUN, prepare, run_launches, run_scripts,
-                                         step4_flags)
+from accelerate_course.steps import STEPS
 
 
 class ExtraRun(NamedTuple):
@@ -78,23 +78,24 @@ def what_if(step, folder, names=None, extra=None, one=None):
         folder / ("runs" if spec.processes > 1 else "invariants/one") / spec.name / "output"))
     scripts.update(by_launch.get("two", {}))
     scripts.update(extra or {})
-    flags = step4_flags(folder) if step == 4 else SHORT_RUN
-    # step 3's processes are launched as a student first launches them on a machine without a
-    # GPU, without ACCELERATE_USE_CPU=1: the course's launch check joins them
-    measured = run_scripts(step, scripts, folder / "runs", flags, env=LAUNCH_ENV.get(step),
-                           use_cpu=step != 3)
+    flags = lab_flags(step, folder)
+    # a step whose record says so (step 3) is launched as a student first launches it on a
+    # machine without a GPU, without ACCELERATE_USE_CPU=1: the course's launch check joins them
+    measured = run_scripts(step, scripts, folder / "runs", flags,
+                           use_cpu=STEPS[step].lab_says_cpu)
     rounds = [
-        [prepare(step, {**by_launch.get("one", {}), **(one or {})}, folder / "invariants/one",
-                 processes=1, launcher="accelerate")] if by_launch.get("one") or one else [],
-        [prepare(step, alone, folder / "alone", flags, env=LAUNCH_ENV.get(step),
-                 use_cpu=step != 3)] if alone else [],
+        [lab_batch(step, {**by_launch.get("one", {}), **(one or {})},
+                   folder / "invariants/one", processes=1, launcher="accelerate")]
+        if by_launch.get("one") or one else [],
+        [lab_batch(step, alone, folder / "alone", flags,
+                   use_cpu=STEPS[step].lab_says_cpu)] if alone else [],
     ]
-    after = [prepare(step, by_launch[key], folder / "invariants" / key.replace(" ", "-"),
-                     processes=2 if key == "after two" else 1,
-                     launcher=None if key == "after two" else "accelerate")
+    after = [lab_batch(step, by_launch[key], folder / "invariants" / key.replace(" ", "-"),
+                       processes=2 if key == "after two" else 1,
+                       launcher=None if key == "after two" else "accelerate")
              for key in ("after two", "after one") if key in by_launch]
-    for together in ([launch for group in rounds for launch in group], after):
-        for found in run_launches(together) if together else []:
+    for together in ([batch for group in rounds for batch in group], after):
+        for found in run_batches(together) if together else []:
             measured.update(found)
     by_name = {v.name: v for v in variants(step)}
     extra_by_name = {run.name: run for run in extras}

@@ -133,9 +133,9 @@ def train_steps(flags):
 
 
 
-def measure_plan(plan_path, processes):
-    """Return {name: measure(...)} for every run of a plan the driver has run."""
-    plan = json.loads(Path(plan_path).read_text())
-    return {run["name"]: measure(Path(plan["folder"]) / run["name"], processes,
-                                 train_steps(run.get("flags", plan["flags"])), run["script"])
-            for run in plan["runs"]}
+def measure_batch(batch_path, processes):
+    """Return {name: measure(...)} for every run of a batch the driver has run."""
+    batch = json.loads(Path(batch_path).read_text())
+    return {run["name"]: measure(Path(batch["folder"]) / run["name"], processes,
+                                 train_steps(run.get("flags", batch["flags"])), run["script"])
+            for run in batch["runs"]}

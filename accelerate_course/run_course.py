@@ -6,10 +6,10 @@
     python -m accelerate_course.run_course --steps 3 --launcher torchrun
 
 Any other flag (--epochs 1, --max-train-steps 50, ...) is passed to every step. It prints the
-launch plan first (accelerate_course/launching.py: steps 1 and 2 side by side when there is a
+launch plan first (accelerate_course/commands.py: steps 1 and 2 side by side when there is a
 core for each), runs each step as its own process (metrics.json and train.log under
 --output-dir/step<N>), then prints one line per step, a table and a plot of the loss curves.
-Exit code 1 if a step fails or a comparison that must hold does not (MUST_HOLD). One Ctrl-C
+Exit code 1 if a step fails or a comparison that must hold does not (each Step's `within`). One Ctrl-C
 stops it all (accelerate_course/running.py).
 """
 
@@ -24,14 +24,12 @@ import time
 from pathlib import Path
 
 from accelerate_course import running
-from accelerate_course.launching import cores, machine, plan, refuse_windows, rounds
-from accelerate_course.steps import FOLDERS, REPO
+from accelerate_course.commands import course_commands, rounds
+from accelerate_course.machine import cores, machine, refuse_windows
+from accelerate_course.steps import FOLDERS, REPO, STEPS
 from common.launch import settings_that_change_the_numbers
 
 IDENTICAL_FIELDS = ("predictions", "train_losses", "accuracy", "f1")
-# (earlier step, later step) -> None: must be identical; a number: |difference| of accuracy
-# and F1 allowed (see the docstring for why)
-MUST_HOLD = {(1, 2): None, (2, 3): 0.05, (3, 4): 0.05}
 
 
 def parse_args():
@@ -170,19 +168,18 @@ def plot_losses(results, path):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
-    styles = {1: ("-", 3.5), 2: ("--", 1.5), 3: ("-", 2.5), 4: (":", 2.0)}
     for step, m in sorted(results.items()):
         losses = m["train_losses"]
         window = 25
         smooth = [sum(losses[max(0, i - window + 1):i + 1]) / len(losses[max(0, i - window + 1):i + 1])
                   for i in range(len(losses))]
-        style, width = styles.get(step, ("-", 1.5))
+        style, width = STEPS[step].plot
         ax.plot(pairs_seen(m), smooth, style, linewidth=width,
                 label=f"step {step} ({m['num_processes']} process{'es' if m['num_processes'] > 1 else ''}, "
                       f"{len(losses)} optimizer steps)")
     ax.set_xlabel("training pairs seen, all processes together")
     ax.set_ylabel("training loss (mean of the last 25 optimizer steps)")
-    ax.set_title("Training loss of the four steps (embedded MRPC, batch 8 per process)")
+    ax.set_title("Training loss of each step (embedded MRPC, batch 8 per process)")
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -223,7 +220,7 @@ def main():
     step_arguments([*step_flags, "--output-dir", args.output_dir])
     lock = hold_output_dir(Path(args.output_dir))  # held until the command ends
     gpus, tpu, mps, hardware = machine()
-    launches = plan(gpus, tpu, args.processes, args.launcher, mps)
+    launches = course_commands(gpus, tpu, args.processes, args.launcher, mps)
     order = rounds(launches, args.steps, cores())
     print(f"launch plan ({hardware}):")
     for step in args.steps:
@@ -293,8 +290,8 @@ def main():
             continue
         m = results[step]
         verdict = "-"
-        if (step - 1, step) in MUST_HOLD and step - 1 in results:
-            verdict, holds = compare(results[step - 1], m, MUST_HOLD[(step - 1, step)])
+        if step - 1 in results:  # each step is held to the step before it (Step.within)
+            verdict, holds = compare(results[step - 1], m, STEPS[step].within)
             failed |= not holds
         # every step evaluates the same split: the first run that finished sets its size
         if not counts_hold(m, next(iter(results.values()))["eval_samples"]):

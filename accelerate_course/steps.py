@@ -1,7 +1,10 @@
-"""The course's steps, defined once: their folders in order, and how a lesson is read from
-them. The runner, the lab, the exercise writer, the grader, the lesson command and the tests
-use this; the Makefile finds the same folders on disk (step<N>_*/train.py), and a test
-checks that the two agree.
+"""The course's steps, defined once: one Step record per step (its folder, how it starts its
+processes, how its lab runs, how close it must come to the step before it, its line in the
+loss plot), and how a lesson is read from them. Every per-step table of the runner, the lab,
+the exercise writer, the grader, the lesson command and the tests is derived from STEPS; the
+Makefile finds the same folders on disk (step<N>_*/train.py), and a test checks that the two
+agree. Adding a step: its folder (train.py and its pages) and one Step below
+(tests/test_new_step.py does it in a copy).
 
 A lesson is the plain diff from step N-1 to step N, the one `diff -u` and GitHub's compare
 view show: a comment written in one step stays word for word in the later steps, so every
@@ -13,9 +16,69 @@ from pathlib import Path
 from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
-FOLDERS = {1: "step1_plain_loop", 2: "step2_accelerate", 3: "step3_distributed_eval",
-           4: "step4_tpu_notebook"}
-TRAIN_PY = {step: REPO / folder / "train.py" for step, folder in FOLDERS.items()}
+
+IDENTICAL = None  # a Step's `within`: the same predictions, losses and metrics, bit for bit
+
+
+class Step(NamedTuple):
+    """One step of the course, as every command runs and compares it."""
+    number: int
+    folder: str
+    # who starts its processes: "python" (one process, as make course runs it), "a launcher"
+    # (accelerate launch or torchrun starts N copies of it) or "itself" (its own
+    # notebook_launcher, given --num-processes N)
+    started_by: str
+    # whether it joins its processes into one run (an Accelerator); step 1 never does, so its
+    # lab runs and a launcher's N copies are N separate trainings
+    joins_processes: bool
+    # how many lines of code its lesson may add and remove (comments, blank lines and the
+    # docstring aside: steps.code_lines_changed); lesson 2 close to the seed's own diff
+    budget: int | None = None
+    # how far its accuracy and F1 may be from the step before's in make course (IDENTICAL,
+    # or a largest difference); the first step has no step before
+    within: float | None = IDENTICAL
+    # its lab runs (what-if, invariants, grader): launched without ACCELERATE_USE_CPU=1, as a
+    # student first types the launch (the course's launch check joins them), when False
+    lab_says_cpu: bool = True
+    # its lab runs use the checkpoint copy without dropout, when False (see lab_runs)
+    lab_dropout: bool = True
+    # its line in make course's loss plot: matplotlib's line style and width
+    plot: tuple = ("-", 1.5)
+
+    @property
+    def train_py(self):
+        return REPO / self.folder / "train.py"
+
+    @property
+    def lab_processes(self):
+        """How many processes its lab runs have: 1 for a step that joins none, else 2 (CPU
+        processes, which every machine has)."""
+        return 2 if self.joins_processes else 1
+
+    @property
+    def lab_env(self):
+        """What its lab runs add to the environment: a step that starts its own processes gives
+        each one thread (notebook_launcher would give each cores / processes; on 2 cores the
+        processes of a variant that never join would then slow each other down many times)."""
+        return {"OMP_NUM_THREADS": "1"} if self.started_by == "itself" else {}
+
+    def process_flags(self, n):
+        """The flags that ask it for n processes: its own --num-processes when it starts them
+        itself (a launcher is asked instead, on its command line)."""
+        return ["--num-processes", str(n)] if self.started_by == "itself" else []
+
+
+STEPS = {step.number: step for step in [
+    Step(1, "step1_plain_loop", "python", joins_processes=False, plot=("-", 3.5)),
+    Step(2, "step2_accelerate", "python", joins_processes=True, budget=20, plot=("--", 1.5)),
+    Step(3, "step3_distributed_eval", "a launcher", joins_processes=True, budget=25,
+         within=0.05, lab_says_cpu=False, plot=("-", 2.5)),
+    Step(4, "step4_tpu_notebook", "itself", joins_processes=True, budget=30, within=0.05,
+         lab_dropout=False, plot=(":", 2.0)),
+]}
+LESSONS = [n for n in STEPS if n - 1 in STEPS]  # a lesson is a step with a step before it
+FOLDERS = {n: step.folder for n, step in STEPS.items()}
+TRAIN_PY = {n: step.train_py for n, step in STEPS.items()}
 
 
 def docstring_end(lines):
@@ -57,7 +120,7 @@ def lesson_lines(step):
 
 
 def lesson_hunks(step):
-    """Return the Hunks of lesson `step` (2, 3, 4), in order, the docstrings' included."""
+    """Return the Hunks of lesson `step` (one of LESSONS), in order, the docstrings' included."""
     before, after = lesson_lines(step)
     matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
     return [Hunk(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes()

@@ -23,12 +23,10 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from accelerate_course import lab, measuring, patches, run_plans, running
-from accelerate_course.launching import describe_machine
+from accelerate_course import lab, lab_runs, measuring, patches, running
+from accelerate_course.machine import describe_machine
+from accelerate_course.steps import STEPS
 
-LAUNCHES = {1: "1 process (python)", 2: "2 CPU processes (accelerate launch)",
-            3: "2 CPU processes (accelerate launch, the course's config, without ACCELERATE_USE_CPU)",
-            4: "2 CPU processes (notebook_launcher), dropout off"}
 WIDTH = 100
 
 
@@ -69,7 +67,7 @@ def plain_text(step, result):
 def main():
     parser = argparse.ArgumentParser(prog="python -m accelerate_course.whatif",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--step", type=int, nargs="+", choices=[1, 2, 3, 4], default=[1, 2, 3, 4])
+    parser.add_argument("--step", type=int, nargs="+", choices=list(STEPS), default=list(STEPS))
     parser.add_argument("--output-dir", help="keep every run's reports here (default: a "
                                              "temporary folder)")
     args = parser.parse_args()
@@ -78,8 +76,9 @@ def main():
     try:
         with running.stop_together():
             for step in args.step:
-                print(f"\nStep {step}: {LAUNCHES[step]}, {measuring.train_steps(run_plans.SHORT_RUN)} "
-                      f"optimizer steps each (reports in {folder / f'step{step}'})\n", flush=True)
+                print(f"\nStep {step}: {lab_runs.how_launched(step)}, "
+                      f"{measuring.train_steps(lab_runs.SHORT_RUN)} optimizer steps each "
+                      f"(reports in {folder / f'step{step}'})\n", flush=True)
                 try:
                     result = lab.what_if(step, folder / f"step{step}")
                 except patches.PatchError as error:

@@ -16,11 +16,19 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
 import step3_mistakes  # tests/helpers/ (pytest's pythonpath, in pyproject.toml)
-from accelerate_course import run_plans, running
+from accelerate_course import lab_runs, running
 from shared_runs import SharedRuns  # tests/helpers/
 from accelerate_course.steps import TRAIN_PY
 
 STEPS = TRAIN_PY  # {step: its train.py}, from accelerate_course/steps.py
+
+
+def pytest_configure(config):
+    """Declare one marker per step of the course's records (make test STEP=N selects it)."""
+    from accelerate_course.steps import STEPS as RECORDS
+    for number in RECORDS:
+        config.addinivalue_line("markers", f"step{number}: step {number}'s comparison and "
+                                           f"what-if tests (make test STEP={number})")
 
 
 def port_is_taken(port):
@@ -56,7 +64,7 @@ def offline_env(**extra):
     command is meant to do by itself (not ACCELERATE_USE_CPU, which step 4's
     Accelerator(cpu=...) line and the README's step 3 command each set in their own way; a
     test passes it where the command it runs has it). The lab's own environment."""
-    return run_plans.lab_environment(**extra)
+    return lab_runs.lab_environment(**extra)
 
 
 def run_command(command, timeout=600, **env):
@@ -105,7 +113,7 @@ def default_runs(tmp_path_factory):
 def checkpoint_without_dropout(tmp_path_factory):
     """A copy of the embedded checkpoint whose config turns dropout off: two runs that differ
     only in tensor shapes (padding) then compute the same function."""
-    return run_plans.checkpoint_without_dropout(tmp_path_factory.mktemp("no_dropout"))
+    return lab_runs.checkpoint_without_dropout(tmp_path_factory.mktemp("no_dropout"))
 
 
 # graded again on 2 machines with evaluation batches of 5 (check.UNSEEN_FLAGS): the lesson
@@ -152,8 +160,8 @@ def lab_runs(tmp_path_factory, request):
     return SharedRuns(
         lambda step: tmp_path_factory.mktemp(f"lab_step{step}"), selected_steps(request.session),
         extra_for=step3_extras,
-        on_one_process={DETERMINISTIC: (STEPS[1], {}, [*run_plans.SHORT_RUN, "--deterministic"])},
-        unseen=UNSEEN_RUNS, on_two_machines={README_COMMAND: (STEPS[3], {}, run_plans.SHORT_RUN)},
+        on_one_process={DETERMINISTIC: (STEPS[1], {}, [*lab_runs.SHORT_RUN, "--deterministic"])},
+        unseen=UNSEEN_RUNS, on_two_machines={README_COMMAND: (STEPS[3], {}, lab_runs.SHORT_RUN)},
         machine_env=slurm_task)
 
 

@@ -118,15 +118,15 @@ def other_families(tmp_path_factory):
     checkpoints, one launch a step, the launches side by side (one thread per process: step
     1's one and step 4's two share the 2 cores)."""
     import tiny_checkpoints
-    from accelerate_course import run_plans
+    from accelerate_course import lab_runs
     from conftest import STEPS
     folder = tmp_path_factory.mktemp("families")
     built = {kind: tiny_checkpoints.build(kind, folder / kind) for kind in tiny_checkpoints.KINDS}
-    launches = [run_plans.prepare(step, {kind: (STEPS[step], {}, [
+    batches = [lab_runs.lab_batch(step, {kind: (STEPS[step], {}, [
         "--max-train-steps", "6", "--checkpoint", built[kind]]) for kind in kinds},
         folder / f"step{step}", env={"OMP_NUM_THREADS": "1"}) for step, kinds in FAMILIES.items()]
     return {step: (runs, folder / f"step{step}")
-            for step, runs in zip(FAMILIES, run_plans.run_launches(launches))}
+            for step, runs in zip(FAMILIES, lab_runs.run_batches(batches))}
 
 
 @pytest.mark.runs

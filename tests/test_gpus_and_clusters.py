@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from conftest import DETERMINISTIC, REPO, STEPS, assert_ok, read_metrics, run_command, run_step
-from accelerate_course.launching import accelerate_launch
+from accelerate_course.commands import accelerate_launch
 from accelerate_course.torch_build import gpu_problem, nvidia_driver
 
 # the x86-64 CUDA 13.0 build's compiled architectures, from torch's own table of its releases
@@ -91,10 +91,10 @@ def test_a_cpu_build_beside_an_nvidia_driver_says_how_to_get_the_gpu(driver):
 
 
 def test_the_runner_puts_an_unusable_gpu_aside_and_says_why(monkeypatch, driver):
-    from accelerate_course import launching
-    monkeypatch.setattr(launching, "gpu_problem", lambda torch: "GPU 0 (Tesla P100) has no kernels")
+    from accelerate_course import machine
+    monkeypatch.setattr(machine, "gpu_problem", lambda torch: "GPU 0 (Tesla P100) has no kernels")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    gpus, tpu, mps, words = launching.machine()
+    gpus, tpu, mps, words = machine.machine()
     assert (gpus, tpu, mps) == (0, False, False)
     assert words.endswith("; GPU 0 (Tesla P100) has no kernels")
     import os
@@ -218,9 +218,9 @@ def test_a_rehearsal_of_the_gpu_check_on_a_cpu_says_no_for_every_gpu_row(tmp_pat
     # every row runs for real (3 optimizer steps) on this machine, which has no GPU: each
     # verdict comes from the row's own run (the device its step reports), so every row that
     # needs the GPU says NO, and the one CPU row (the README's 2 CPU processes) holds
-    from accelerate_course.launching import plan
+    from accelerate_course.commands import course_commands
     from accelerate_course.maintain import gpu_check
-    rows = gpu_check.check_rows(plan(1), ("--max-train-steps", "3"), tmp_path)
+    rows = gpu_check.check_rows(course_commands(1), ("--max-train-steps", "3"), tmp_path)
     assert [row.name for row in rows] == ["step1", "step2", "step3-gpu", "step3-cpu", "step4",
                                          "step4-1"]
     assert all(row.accuracy != "FAILED" for row in rows), rows  # each ran to its end
@@ -247,7 +247,7 @@ def test_cpu_processes_on_a_one_gpu_machine_never_see_the_gpu(tmp_path):
     import os
     import subprocess
     from conftest import offline_env
-    from accelerate_course.launching import accelerate_launch
+    from accelerate_course.commands import accelerate_launch
     commands = {
         3: accelerate_launch(2) + [str(STEPS[3])],  # the README's step 3, ACCELERATE_USE_CPU=1
         4: [sys.executable, str(STEPS[4]), "--num-processes", "2"],  # the README's step 4

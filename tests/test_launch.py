@@ -22,9 +22,9 @@ import pytest
 
 from common.launch import free_port
 
-from accelerate_course import run_plans
+from accelerate_course import lab_runs
 from conftest import REPO, STEPS, offline_env, run_command, run_step, slurm_task
-from accelerate_course.launching import accelerate_launch, plan
+from accelerate_course.commands import accelerate_launch, course_commands
 
 VALIDATION_SIZE = 408
 
@@ -78,14 +78,14 @@ def test_multi_gpu_without_accelerate_use_cpu_joins_on_the_cpu_and_says_so(lab_r
 
 
 def test_torchrun_on_one_machine_equals_accelerate_launch(tmp_path, readme_run):
-    run = run_plans.run_scripts(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
+    run = lab_runs.run_scripts(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
                           use_cpu=False)["lesson"]
     same_as_the_readme_command(run, readme_run)
 
 
 def test_torchrun_on_two_nodes_over_loopback_equals_accelerate_launch(tmp_path, readme_run):
     from test_step3_distributed import check_inside
-    run = run_plans.run_on_two_machines(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
+    run = lab_runs.run_on_two_machines(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
                                   machine_env=slurm_task)["lesson"]
     check_inside(tmp_path / "lesson", 2)
     same_as_the_readme_command(run, readme_run)
@@ -160,7 +160,7 @@ GPU = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}  # deterministic cuBLAS, with --det
                                                       "PJRT_DEVICE": ""})}),
 ])
 def test_the_launch_plan_for_each_kind_of_machine(gpus, tpu, launches):
-    planned = plan(gpus, bool(tpu), xla=tpu is True, tpu_branch=tpu is True)
+    planned = course_commands(gpus, bool(tpu), xla=tpu is True, tpu_branch=tpu is True)
     for step, (launcher, processes, env) in launches.items():
         assert (planned[step].launcher, planned[step].processes, planned[step].env) == \
             (launcher, processes, env), step
@@ -173,8 +173,9 @@ def test_the_launch_plan_for_each_kind_of_machine(gpus, tpu, launches):
     assert all(("--deterministic" in planned[step].command) == deterministic for step in (1, 2))
     assert not any("--deterministic" in planned[step].command for step in (3, 4))
     # on 2 GPUs and more, one process per GPU up to the number asked
-    assert plan(8, processes=4)[3].processes == 4 and plan(3, processes=4)[3].processes == 3
-    assert plan(0, launcher="torchrun")[3].command[:3] == \
+    assert course_commands(8, processes=4)[3].processes == 4
+    assert course_commands(3, processes=4)[3].processes == 3
+    assert course_commands(0, launcher="torchrun")[3].command[:3] == \
         [sys.executable, "-m", "torch.distributed.run"]
 
 
@@ -182,11 +183,11 @@ def test_a_tpu_vm_outside_colab_and_kaggle_runs_step4_on_the_cpu_and_says_why():
     # with torch_xla installed, but where notebook_launcher does not take its TPU branch (it
     # takes it only in Colab or Kaggle): its other branch would start every process on the
     # TPU at once, so the runner plans CPU processes and says where the TPU is used
-    planned = plan(0, True, xla=True, tpu_branch=False)[4]
+    planned = course_commands(0, True, xla=True, tpu_branch=False)[4]
     assert (planned.processes, planned.env) == (2, {**ONE, "USE_TORCH_XLA": "0", "PJRT_DEVICE": ""})
     assert "uses a TPU only in a Colab or Kaggle notebook" in planned.where
     # in a Kaggle kernel's shell (its KAGGLE_* variables), the TPU branch
-    assert plan(0, True, xla=True, tpu_branch=True)[4].processes == 0
+    assert course_commands(0, True, xla=True, tpu_branch=True)[4].processes == 0
 
 
 # stopped runs ----------------------------------------------------------------------------

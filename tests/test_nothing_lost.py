@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from conftest import REPO, STEPS, offline_env, read_metrics, step_command
-from accelerate_course.launching import accelerate_launch
+from accelerate_course.commands import accelerate_launch
 
 pytestmark = pytest.mark.runs
 RUNNER = [sys.executable, "-m", "accelerate_course.run_course"]

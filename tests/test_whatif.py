@@ -1,7 +1,7 @@
 """The what-if lab: every variant applies to today's step, runs for real, and has the
 consequence the lessons' pages' tables say it has.
 
-The runs are short (run_plans.SHORT_RUN: 30 optimizer steps) and shared: one launch per step runs
+The runs are short (lab_runs.SHORT_RUN: 30 optimizer steps) and shared: one launch per step runs
 the step and all its variants (tests/helpers/shared_runs.py). Each test asserts the measured
 consequence against the lesson's run of the same launch: a difference where the README says
 there is one, equality where it says there is none.
@@ -262,7 +262,7 @@ def untimed(text):
     return re.sub(r"\b\d+(\.\d+)? s\b", "<time> s", text)
 
 
-@pytest.mark.parametrize("step", [1, 2, 3, 4])
+@pytest.mark.parametrize("step", sorted(STEPS))
 def test_the_readme_shows_each_steps_table_as_the_lab_measures_it(lab_runs, step):
     shown = dict((int(m.group(2)), m.group(3)) for m in update_readme.shown(update_readme.WHATIF))
     assert step in shown, f"no lesson page has a what-if table for step {step}"

@@ -25,7 +25,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from accelerate_course import launching, running
+from accelerate_course import commands, machine, running
 from accelerate_course.maintain.baselines import baselines
 from accelerate_course.steps import REPO, TRAIN_PY
 
@@ -80,8 +80,8 @@ def main():
 
 def measure(args):
     """Run what the benchmark measures, and print its tables."""
-    gpus, tpu, mps, _ = launching.machine()
-    launches = launching.plan(gpus, tpu, mps=mps)
+    gpus, tpu, mps, _ = machine.machine()
+    launches = commands.course_commands(gpus, tpu, mps=mps)
     order = []
     for i in range(args.repeats):
         order += [1, 2] if i % 2 == 0 else [2, 1]
@@ -152,7 +152,7 @@ def measure(args):
             rows.append((f"lesson {step}'s tests alone (`make test STEP={step}`)",
                          f"{seconds:.0f} s", "< 90 s", seconds < 90))
 
-    print(f"Machine: {launching.describe_machine()}\n")
+    print(f"Machine: {machine.describe_machine()}\n")
     table(rows)
 
     # what the model gets right, by how the pair was made (the embedded generator knows)

@@ -277,7 +277,7 @@ def execute(notebook, output_dir):
     to output_dir); add a text cell that says where and how long. Returns the notebook."""
     from nbclient import NotebookClient
 
-    from accelerate_course.launching import describe_machine
+    from accelerate_course.machine import describe_machine
 
     os.environ["COURSE_ARGS"] = f"--output-dir {output_dir}"
     os.environ.setdefault("HF_ENDPOINT", "http://127.0.0.1:9")  # the hub is not needed

@@ -36,7 +36,8 @@ from typing import NamedTuple
 
 from accelerate_course import running
 from accelerate_course.measuring import VALIDATION_PAIRS
-from accelerate_course.launching import Launch, accelerate_launch, cpu_name, machine, plan
+from accelerate_course.commands import StepCommand, command_for, course_commands
+from accelerate_course.machine import cpu_name, machine
 from accelerate_course.run_course import StepRun, compare, run_round
 from accelerate_course.steps import FOLDERS
 from accelerate_course.torch_build import gpu_problem, nvidia_driver
@@ -88,8 +89,8 @@ def check_rows(launches, step_flags, out):
     """Run every row (each as make course runs a step, its log in out/<row>/step<N>/train.log)
     and return the Rows, each judged by its own run."""
     step = {n: f"{FOLDERS[n]}/train.py" for n in FOLDERS}
-    one_gpu = Launch("accelerate launch", accelerate_launch(1) + [step[3]], {}, 1, "GPU 0")
-    readme_step4 = Launch("notebook_launcher", [sys.executable, step[4]], {}, 2, "as asked")
+    one_gpu = StepCommand("accelerate launch", command_for(3, step[3], 1), {}, 1, "GPU 0")
+    readme_step4 = StepCommand("notebook_launcher", command_for(4, step[4], 2), {}, 2, "as asked")
     results = {}
     # name, how, launch, must, holds(metrics, output), needs a GPU, flags of its own
     rows = [
@@ -160,7 +161,7 @@ def main():
     # one GPU, the case a class meets most (Colab, Kaggle, a laptop): GPU 0 only
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")
     gpus, tpu, mps, hardware = machine()
-    launches = plan(max(gpus, 1), tpu)  # a rehearsal plans as if for one GPU
+    launches = course_commands(max(gpus, 1), tpu)  # a rehearsal plans as if for one GPU
     lines = [f"Machine: {hardware} ({cpu_name()}), NVIDIA driver "
              f"{nvidia_driver()}; Python {platform.python_version()}; {versions()}.", "",
              "The plan `make course` prints here:", "", "```text"]

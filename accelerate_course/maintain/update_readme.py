@@ -205,7 +205,7 @@ def main():
     parser = argparse.ArgumentParser(prog="python -m accelerate_course.maintain.update_readme",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
-    parser.add_argument("--whatif", type=int, nargs="*", choices=[1, 2, 3, 4],
+    parser.add_argument("--whatif", type=int, nargs="*", choices=list(FOLDERS),
                         help="measure the what-if and invariants tables of these steps (all "
                              "when none is named) and write them too")
     args = parser.parse_args()
@@ -219,7 +219,7 @@ def main():
     results = {}
     if args.whatif is not None:
         folder = Path(tempfile.mkdtemp(prefix="readme-whatif-"))
-        for step in args.whatif or [1, 2, 3, 4]:
+        for step in args.whatif or list(FOLDERS):
             print(f"measuring step {step}'s what-if lab ...", flush=True)
             results[step] = lab.what_if(step, folder / f"step{step}")
     changed = write_pages(results)

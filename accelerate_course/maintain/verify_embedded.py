@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from accelerate_course.run_plans import lab_environment
+from accelerate_course.lab_runs import lab_environment
 from accelerate_course.steps import REPO
 from accelerate_course.maintain.embedded.trace import TRACE_FILE, describe, first_difference, load, processor
 from accelerate_course.maintain.embedded.trace import same_processor, save

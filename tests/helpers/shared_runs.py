@@ -27,7 +27,7 @@ Per step (StepRuns), in order of what each property launches:
 
 import functools
 
-from accelerate_course import check, exercise, lab, patches, run_plans
+from accelerate_course import check, exercise, lab, lab_runs, patches
 from accelerate_course.steps import TRAIN_PY
 
 
@@ -46,7 +46,7 @@ class StepRuns:
         one-process launch (last: a run's process-wide settings cannot reach the others);
         on_two_machines: {name: (script, env, flags)} run in step 3's two-machine launch
         besides; machine_env(rank): what else each machine's launcher sees there (a
-        cluster's variables), as run_plans.run_on_two_machines takes it."""
+        cluster's variables), as lab_runs.run_on_two_machines takes it."""
         self.step, self.folder, self.unseen = step, folder, list(unseen)
         self.on_one_process = on_one_process or {}
         self.on_two_machines, self.machine_env = on_two_machines or {}, machine_env
@@ -59,7 +59,7 @@ class StepRuns:
             self.extra["exercise"] = path
         self.extra.update(extra or {})
         if step == 3 and 4 in selected:  # step 4's reference, in step 3's launch
-            self.extra["lesson without dropout"] = (TRAIN_PY[3], {}, run_plans.step4_flags(folder))
+            self.extra["lesson without dropout"] = (TRAIN_PY[3], {}, lab_runs.lab_flags(4, folder))
         # the scripts graded besides the lesson: variants, exercise, and the extras that are
         # plain scripts (not a helper run with flags of its own, not the grader's reference)
         self.scripts = {**patches.variant_scripts(step, folder=folder),
@@ -91,7 +91,7 @@ class StepRuns:
     def one(self):
         """The one-process launch, under accelerate launch (one thread): step 1, step 2
         ("lesson"), step 3, and last `on_one_process`."""
-        return run_plans.run_scripts(
+        return lab_runs.run_scripts(
             2, {"step1": TRAIN_PY[1], "lesson": TRAIN_PY[2], "step3": TRAIN_PY[3],
                 **self.on_one_process}, self.folder / "one", processes=1, launcher="accelerate")
 
@@ -100,8 +100,8 @@ class StepRuns:
         """Step 3 on 2 processes with dropout off, the lab's flags (step 4's lesson compares
         with it): from step 3's lab launch when that launch is read anyway, else alone."""
         made = self.step3_reference() if self.step3_reference else None
-        return made or run_plans.run_scripts(3, {"lesson": TRAIN_PY[3]}, self.folder / "step3",
-                                             run_plans.step4_flags(self.folder))["lesson"]
+        return made or lab_runs.run_scripts(3, {"lesson": TRAIN_PY[3]}, self.folder / "step3",
+                                             lab_runs.lab_flags(4, self.folder))["lesson"]
 
     @functools.cached_property
     def two_machines(self):
@@ -109,7 +109,7 @@ class StepRuns:
         `unseen` with the grader's flags for it (check.UNSEEN_FLAGS), and `on_two_machines`
         with their own; {name: measuring.measure(...)}, each run's folder in folder/two_machines."""
         scripts = {name: self.scripts.get(name, TRAIN_PY[3]) for name in self.unseen}
-        return run_plans.run_on_two_machines(3, {**scripts, **self.on_two_machines},
+        return lab_runs.run_on_two_machines(3, {**scripts, **self.on_two_machines},
                                              self.folder / "two_machines", check.UNSEEN_FLAGS,
                                              machine_env=self.machine_env)
 

@@ -48,7 +48,7 @@ def processor():
     """Return what identifies this machine's processor and kernels: vendor, family, model and
     name (from /proc/cpuinfo on Linux), the vector flags of VECTOR_FLAGS it has, and the
     versions of torch, MKL and oneDNN."""
-    from accelerate_course.launching import cpuinfo
+    from accelerate_course.machine import cpuinfo
     info = {"machine": platform.machine()}
     fields = cpuinfo()
     if fields:

@@ -1,21 +1,23 @@
-"""The lab's runs: scripts (a step, its variants, an exercise) run as their step runs, all of a
-launch's scripts in one launch of accelerate_course/lab_driver.py, launches side by side
-within a time limit, offline and on the CPU; each measured (accelerate_course/measuring.py).
+"""The lab's runs: scripts (a step, its variants, an exercise) run as their step runs, offline
+and on the CPU, each measured (accelerate_course/measuring.py). A batch is the scripts of one
+launch of accelerate_course/lab_driver.py, which runs them one after the other in the same
+processes; batches run side by side within a time limit. How a step's batch is launched,
+and on how many processes, comes from its record (accelerate_course/steps.py) through the
+course's one command builder (accelerate_course/commands.py).
 """
 
 import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
 from accelerate_course import running
-from accelerate_course.launching import accelerate_launch, torchrun
-from accelerate_course.measuring import measure_plan
-from accelerate_course.steps import REPO
+from accelerate_course.commands import command_for
+from accelerate_course.measuring import measure_batch
+from accelerate_course.steps import REPO, STEPS
 from common.launch import free_port
 
 
@@ -25,19 +27,6 @@ DRIVER = Path(__file__).resolve().parent / "lab_driver.py"
 
 # a short run: enough optimizer steps for a missing line to show, few enough for class
 SHORT_RUN = ["--max-train-steps", "30"]
-
-
-
-# how many processes each step's runs have: 1 (step 1), or 2 CPU processes, started by
-# accelerate launch (steps 2 and 3; see launch_command) or by step 4's own notebook_launcher
-PROCESSES = {1: 1, 2: 2, 3: 2, 4: 2}
-
-
-
-# step 4's processes get one thread each, as the lesson's do (Accelerate gives each gloo
-# process cores / processes threads): without it, the processes of a variant that do not join
-# each take every core, and on 2 cores they slow each other down many times over
-LAUNCH_ENV = {4: {"OMP_NUM_THREADS": "1"}}
 
 
 
@@ -58,34 +47,28 @@ def lab_environment(**extra):
 
 
 
-def launch_command(step, plan_path, processes=None, launcher=None, use_cpu=True):
-    """Return (command, extra environment) that runs the driver for a step's runs: python for
-    one process and for step 4 (its notebook_launcher starts the processes), else the
-    README's accelerate launch on `processes` CPU processes (ACCELERATE_USE_CPU=1 unless
-    use_cpu=False), or torchrun; launcher="accelerate" with one process: accelerate launch
-    with the course's one-process config (which gives its process one thread)."""
-    n = processes or PROCESSES[step]
-    driver = [str(DRIVER), str(plan_path)]
-    if launcher == "accelerate" and n == 1:
-        return accelerate_launch(1) + driver, {}
-    if step == 4 or n == 1:
-        return [sys.executable, *driver], {}
-    env = {"ACCELERATE_USE_CPU": "1"} if use_cpu else {}
-    if launcher == "torchrun":
-        return torchrun(n) + ["--master_port", str(free_port())] + driver, env
-    return accelerate_launch(n) + ["--main_process_port", str(free_port())] + driver, env
+def how_launched(step):
+    """Return, in words, how a step's lab runs are launched (the what-if lab's heading), from
+    its record: "2 CPU processes (accelerate launch)"."""
+    record = STEPS[step]
+    n = record.lab_processes
+    if n == 1:
+        return "1 process (python)"
+    how = ("notebook_launcher" if record.started_by == "itself" else
+           "accelerate launch" if record.lab_says_cpu else
+           "accelerate launch, the course's config, without ACCELERATE_USE_CPU")
+    return f"{n} CPU processes ({how})" + ("" if record.lab_dropout else ", dropout off")
 
 
-
-def write_plan(step, scripts, folder, flags=SHORT_RUN, processes=None, evaluate_alone=None):
-    """Write folder/plan.json for the driver: scripts ({name: path, or (path, env), or (path,
+def write_batch(step, scripts, folder, flags=SHORT_RUN, processes=None, evaluate_alone=None):
+    """Write folder/batch.json for the driver: scripts ({name: path, or (path, env), or (path,
     env, flags of its own)}) to run one after the other with the flags; each run's final
     weights evaluated again alone when evaluate_alone (None: from step 3 on, where an
     evaluation is distributed). Returns its path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    n = processes or PROCESSES[step]
-    extra = ["--num-processes", str(n)] if step == 4 else []
+    n = processes or STEPS[step].lab_processes
+    extra = STEPS[step].process_flags(n)
     runs = []
     for name, script in scripts.items():
         path, run_env, *own = script if isinstance(script, tuple) else (script, {})
@@ -94,12 +77,12 @@ def write_plan(step, scripts, folder, flags=SHORT_RUN, processes=None, evaluate_
             run["flags"] = [str(f) for f in own[0]] + extra
         runs.append(run)
     step_flags = [str(f) for f in flags] + extra
-    plan_path = folder / "plan.json"
+    batch_path = folder / "batch.json"
     # the final weights evaluated again alone: the reference of a distributed evaluation
     alone = step >= 3 if evaluate_alone is None else evaluate_alone
-    plan_path.write_text(json.dumps({"folder": str(folder), "flags": step_flags, "runs": runs,
-                                     "evaluate_alone": alone}, indent=1))
-    return plan_path
+    batch_path.write_text(json.dumps({"folder": str(folder), "flags": step_flags, "runs": runs,
+                                      "evaluate_alone": alone}, indent=1))
+    return batch_path
 
 
 
@@ -126,9 +109,9 @@ def run_within(launches, seconds):
 
 
 
-class LabLaunch(NamedTuple):
-    """One launch of the driver, ready to start: its plan, its command and environment."""
-    plan_path: Path
+class LabBatch(NamedTuple):
+    """One launch of the driver, ready to start: its batch file, its command and environment."""
+    batch_path: Path
     folder: Path
     processes: int  # how many processes report (1 for step 1)
     command: list
@@ -136,23 +119,35 @@ class LabLaunch(NamedTuple):
 
 
 
-def prepare(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None, launcher=None,
-            use_cpu=True, evaluate_alone=None):
-    """Return the LabLaunch that runs scripts ({name: path, or (path, env), or (path, env,
-    flags)}) as step `step` runs (see run_scripts)."""
-    n = processes or PROCESSES[step]
-    plan_path = write_plan(step, scripts, folder, flags, n, evaluate_alone)
-    command, launch_env = launch_command(step, plan_path, n, launcher, use_cpu)
-    return LabLaunch(plan_path, Path(folder), n if step > 1 else 1, command,
-                     lab_environment(**launch_env, **(env or {})))
+def lab_batch(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None, launcher=None,
+              use_cpu=True, evaluate_alone=None):
+    """Return the LabBatch that runs scripts ({name: path, or (path, env), or (path, env,
+    flags)}) as step `step` runs (see run_scripts): on `processes` processes (None: the
+    step's lab_processes), started as the step's record says (commands.command_for: python,
+    or the README's accelerate launch on CPU processes, or torchrun; launcher="accelerate"
+    with one process: accelerate launch with the course's one-process config, which gives its
+    process one thread), with ACCELERATE_USE_CPU=1 for a launcher's processes unless
+    use_cpu=False, and the step's lab_env."""
+    record = STEPS[step]
+    n = processes or record.lab_processes
+    batch_path = write_batch(step, scripts, folder, flags, n, evaluate_alone)
+    one = n == 1 and launcher != "accelerate"
+    # a free port of its own for each launch of several processes: batches run side by side
+    port = free_port() if n > 1 and record.started_by != "itself" else None
+    command = command_for(step, DRIVER, n, launcher if launcher or one else "accelerate",
+                          port=port) + [str(batch_path)]
+    says_cpu = use_cpu and n > 1 and record.started_by != "itself"
+    return LabBatch(batch_path, Path(folder), n if record.joins_processes else 1, command,
+                    lab_environment(**({"ACCELERATE_USE_CPU": "1"} if says_cpu else {}),
+                                    **record.lab_env, **(env or {})))
 
 
 
-def run_launches(launches, time_limit=900):
-    """Run LabLaunches side by side; return their measurements, [{name: Run}, ...]."""
-    done = run_within([(launch.command, launch.env) for launch in launches], time_limit)
-    return [launched(launch.plan_path, launch.folder, launch.processes, output, code)
-            for launch, (output, code) in zip(launches, done)]
+def run_batches(batches, time_limit=900):
+    """Run LabBatches side by side; return their measurements, [{name: Run}, ...]."""
+    done = run_within([(batch.command, batch.env) for batch in batches], time_limit)
+    return [measured_batch(batch.batch_path, batch.folder, batch.processes, output, code)
+            for batch, (output, code) in zip(batches, done)]
 
 
 
@@ -163,25 +158,15 @@ def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
     as the README's command), or torchrun --nnodes 2 (with one thread per process, which
     accelerate launch sets by itself); machine_env(rank): what else that machine's launcher
     sees (a cluster's variables). Return {name: measurement}."""
-    plan_path = write_plan(step, scripts, folder, flags, 2)
+    batch_path = write_batch(step, scripts, folder, flags, 2)
     port = free_port()
-    launches = []
-    for rank in (0, 1):
-        if launcher == "accelerate":
-            words = accelerate_launch(2) + ["--num_machines", "2", "--machine_rank", str(rank),
-                                            "--main_process_ip", "127.0.0.1",
-                                            "--main_process_port", str(port)]
-            env = {"ACCELERATE_USE_CPU": "1"}
-        else:
-            words = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
-                     "--node_rank", str(rank), "--nproc_per_node", "1",
-                     "--master_addr", "127.0.0.1", "--master_port", str(port)]
-            env = {"OMP_NUM_THREADS": "1"}
-        launches.append((words + [str(DRIVER), str(plan_path)],
-                         lab_environment(**env, **(machine_env(rank) if machine_env else {}))))
+    env = {"ACCELERATE_USE_CPU": "1"} if launcher == "accelerate" else {"OMP_NUM_THREADS": "1"}
+    launches = [(command_for(step, DRIVER, 2, launcher, machine=(rank, port)) + [str(batch_path)],
+                 lab_environment(**env, **(machine_env(rank) if machine_env else {})))
+                for rank in (0, 1)]
     outputs = run_within(launches, time_limit)
-    return launched(plan_path, folder, 2, "".join(output for output, _ in outputs),
-                    next((code for _, code in outputs if code), 0))
+    return measured_batch(batch_path, folder, 2, "".join(output for output, _ in outputs),
+                          next((code for _, code in outputs if code), 0))
 
 
 
@@ -212,11 +197,11 @@ def last_own_line(output):
     return None
 
 
-def launched(plan_path, folder, processes, output, exit_code):
-    """Keep a launch's output in folder/launch.out; return its measurements (see measure),
+def measured_batch(batch_path, folder, processes, output, exit_code):
+    """Keep a batch's output in folder/launch.out; return its measurements (see measure),
     or raise LaunchFailed when the launch failed in a way that is not a run's own error."""
     (Path(folder) / "launch.out").write_text(output)
-    measured = measure_plan(plan_path, processes)
+    measured = measure_batch(batch_path, processes)
     if exit_code != 0 and not all(m.error for m in measured.values()):
         raise LaunchFailed(exit_code, output)
     return measured
@@ -228,8 +213,8 @@ def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None
     """Run scripts ({name: path or (path, env)}) as step `step` runs, all in one launch;
     return {name: measurement} (see measure). folder keeps every report. Past time_limit
     seconds the launch is stopped, every process of it, and running.TimeLimitReached raised."""
-    return run_launches([prepare(step, scripts, folder, flags, processes, env, launcher,
-                                 use_cpu, evaluate_alone)], time_limit)[0]
+    return run_batches([lab_batch(step, scripts, folder, flags, processes, env, launcher,
+                                  use_cpu, evaluate_alone)], time_limit)[0]
 
 
 
@@ -249,8 +234,11 @@ def checkpoint_without_dropout(folder):
 
 
 
-def step4_flags(folder):
-    """Return the flags of step 4's lab runs: the short run, on a copy of the checkpoint with
-    dropout off, so that step 4 and its variants can be compared with step 3 exactly (with
-    dropout on, padding to 128 tokens draws other dropout masks: another seed, in effect)."""
+def lab_flags(step, folder):
+    """Return the flags of a step's lab runs: the short run, on a copy of the checkpoint with
+    dropout off where its record says (step 4: so that it and its variants can be compared
+    with step 3 exactly; with dropout on, padding to 128 tokens draws other dropout masks:
+    another seed, in effect)."""
+    if STEPS[step].lab_dropout:
+        return list(SHORT_RUN)
     return [*SHORT_RUN, "--checkpoint", str(checkpoint_without_dropout(folder))]
