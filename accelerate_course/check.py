@@ -92,7 +92,7 @@ def check(key, passed, hint="", **fields):
 
 class Grading(NamedTuple):
     """What one lesson or take-home task is graded on."""
-    lesson: int  # the lesson whose checks it uses (2, 3, 4)
+    lesson: int  # the lesson whose checks it uses (a key of POINTS)
     points: dict  # {check key: Worth}
     what: str  # how the lines name it, in the class's language ("lesson 3")
     task: object = None  # the take-home task (takehome.Task), or None for a lesson
@@ -101,7 +101,7 @@ class Grading(NamedTuple):
 def grading_of(name):
     """Return the Grading of a lesson ("2", "3", "4") or of a take-home task (its folder's
     name under takehome/); None when there is no such thing."""
-    if str(name) in {"2", "3", "4"}:
+    if str(name) in {str(lesson) for lesson in POINTS}:  # a lesson with checks of its own
         step = int(name)
         return Grading(step, POINTS[step], say("grade.lesson", step=step))
     task = takehome.tasks().get(str(name))
@@ -682,8 +682,8 @@ def print_checks(grading, checks, out=sys.stdout):
 def main():
     parser = argparse.ArgumentParser(prog="python -m accelerate_course.check",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("what", help="the lesson (2, 3, 4) or the take-home task "
-                                     f"({', '.join(takehome.tasks()) or 'none'})")
+    parser.add_argument("what", help=f"the lesson ({', '.join(map(str, POINTS))}) or the "
+                                     f"take-home task ({', '.join(takehome.tasks()) or 'none'})")
     parser.add_argument("file", type=Path, help="the file to grade, its notebook, or a folder "
                                                 "holding one .py file")
     parser.add_argument("--time-limit", type=int, default=TIME_LIMIT, metavar="SECONDS",
@@ -695,7 +695,8 @@ def main():
     language()  # an unknown COURSE_LANG: one line, before anything
     grading = grading_of(args.what)
     if grading is None:
-        sys.exit("error: " + say("submission.unknown", what=args.what, lessons="2, 3, 4",
+        sys.exit("error: " + say("submission.unknown", what=args.what,
+                                 lessons=", ".join(map(str, POINTS)),
                                  tasks=", ".join(takehome.tasks()) or "-"))
     try:
         path = graded_file(args.file, grading)

@@ -138,8 +138,8 @@ def lab_batch(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None, 
                           port=port) + [str(batch_path)]
     says_cpu = use_cpu and n > 1 and record.started_by != "itself"
     return LabBatch(batch_path, Path(folder), n if record.joins_processes else 1, command,
-                    lab_environment(**({"ACCELERATE_USE_CPU": "1"} if says_cpu else {}),
-                                    **record.lab_env, **(env or {})))
+                    lab_environment(**{**({"ACCELERATE_USE_CPU": "1"} if says_cpu else {}),
+                                       **record.lab_env, **(env or {})}))
 
 
 

@@ -16,8 +16,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
 import step3_mistakes  # tests/helpers/ (pytest's pythonpath, in pyproject.toml)
-from accelerate_course import lab_runs, running
+from accelerate_course import running
+from accelerate_course.lab_runs import SHORT_RUN, checkpoint_without_dropout, lab_environment
 from shared_runs import SharedRuns  # tests/helpers/
+from accelerate_course.steps import STEPS as RECORDS
 from accelerate_course.steps import TRAIN_PY
 
 STEPS = TRAIN_PY  # {step: its train.py}, from accelerate_course/steps.py
@@ -25,7 +27,6 @@ STEPS = TRAIN_PY  # {step: its train.py}, from accelerate_course/steps.py
 
 def pytest_configure(config):
     """Declare one marker per step of the course's records (make test STEP=N selects it)."""
-    from accelerate_course.steps import STEPS as RECORDS
     for number in RECORDS:
         config.addinivalue_line("markers", f"step{number}: step {number}'s comparison and "
                                            f"what-if tests (make test STEP={number})")
@@ -64,7 +65,7 @@ def offline_env(**extra):
     command is meant to do by itself (not ACCELERATE_USE_CPU, which step 4's
     Accelerator(cpu=...) line and the README's step 3 command each set in their own way; a
     test passes it where the command it runs has it). The lab's own environment."""
-    return lab_runs.lab_environment(**extra)
+    return lab_environment(**extra)
 
 
 def run_command(command, timeout=600, **env):
@@ -113,7 +114,7 @@ def default_runs(tmp_path_factory):
 def checkpoint_without_dropout(tmp_path_factory):
     """A copy of the embedded checkpoint whose config turns dropout off: two runs that differ
     only in tensor shapes (padding) then compute the same function."""
-    return lab_runs.checkpoint_without_dropout(tmp_path_factory.mktemp("no_dropout"))
+    return checkpoint_without_dropout(tmp_path_factory.mktemp("no_dropout"))
 
 
 # graded again on 2 machines with evaluation batches of 5 (check.UNSEEN_FLAGS): the lesson
@@ -160,8 +161,8 @@ def lab_runs(tmp_path_factory, request):
     return SharedRuns(
         lambda step: tmp_path_factory.mktemp(f"lab_step{step}"), selected_steps(request.session),
         extra_for=step3_extras,
-        on_one_process={DETERMINISTIC: (STEPS[1], {}, [*lab_runs.SHORT_RUN, "--deterministic"])},
-        unseen=UNSEEN_RUNS, on_two_machines={README_COMMAND: (STEPS[3], {}, lab_runs.SHORT_RUN)},
+        on_one_process={DETERMINISTIC: (STEPS[1], {}, [*SHORT_RUN, "--deterministic"])},
+        unseen=UNSEEN_RUNS, on_two_machines={README_COMMAND: (STEPS[3], {}, SHORT_RUN)},
         machine_env=slurm_task)
 
 
@@ -175,7 +176,7 @@ def pytest_collection_modifyitems(items):
     run fixture is a run test (marker `runs`), as are those marked so by hand."""
     for item in items:
         step = getattr(item, "callspec", None) and item.callspec.params.get("step")
-        if step in (1, 2, 3, 4) and item.path.name != "test_readme.py":
+        if step in RECORDS and item.path.name != "test_readme.py":
             item.add_marker(getattr(pytest.mark, f"step{step}"))
         if RUN_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.runs)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from accelerate_course import lab_runs
+from accelerate_course.lab_runs import SHORT_RUN
 from conftest import REPO, STEPS, offline_env, port_is_taken, read_metrics
 
 # what a student's `accelerate config` may have written: FSDP, debug mode, bf16, 4 processes
@@ -78,7 +78,7 @@ def test_the_default_config_takes_over_a_launch_that_gives_every_flag(tmp_path, 
 
 def test_step2_with_the_course_config_is_the_same_run_on_a_crowded_machine(tmp_path, crowded,
                                                                             lab_runs):
-    launch(accelerate("--config_file", "configs/1-process.yaml", STEPS[2], *lab_runs.SHORT_RUN,
+    launch(accelerate("--config_file", "configs/1-process.yaml", STEPS[2], *SHORT_RUN,
                       "--output-dir", tmp_path), tmp_path, **crowded)
     run, reference = read_metrics(tmp_path), lab_runs(2).one["lesson"]
     assert run["num_processes"] == 1
@@ -89,7 +89,7 @@ def test_step2_with_the_course_config_is_the_same_run_on_a_crowded_machine(tmp_p
 @pytest.mark.step3
 def test_step3_readme_command_is_the_same_run_on_a_crowded_machine(tmp_path, crowded, lab_runs):
     said = launch(accelerate("--config_file", "configs/cpu-2-processes.yaml", STEPS[3],
-                             *lab_runs.SHORT_RUN, "--output-dir", tmp_path), tmp_path,
+                             *SHORT_RUN, "--output-dir", tmp_path), tmp_path,
                   ACCELERATE_USE_CPU="1", **crowded)
     assert "Num processes: 2" in said and "Backend: gloo" in said  # from inside the processes
     run, reference = read_metrics(tmp_path), lab_runs(3)["lesson"]

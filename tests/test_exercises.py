@@ -22,7 +22,8 @@ import psutil
 import pytest
 
 import step3_mistakes
-from accelerate_course import check, exercise, lab_runs
+from accelerate_course import check, exercise
+from accelerate_course.lab_runs import run_scripts
 from conftest import REPO, STEPS, offline_env
 
 # the hint that must name each variant's mistake, and the score it gets (out of 5 for lesson
@@ -253,7 +254,7 @@ def test_the_reference_and_an_equivalent_solution_pass_in_the_unseen_setting(lab
 def test_a_gather_only_the_main_process_joins_fails_with_its_hint(tmp_path):
     # alone in its launch: the other process leaves while the main one waits in the gather
     path = step3_mistakes.write_all(tmp_path / "mistake", ["gather_on_main_only"])["gather_on_main_only"]
-    run = lab_runs.run_scripts(3, {"mine": path}, tmp_path / "runs", time_limit=120)["mine"]
+    run = run_scripts(3, {"mine": path}, tmp_path / "runs", time_limit=120)["mine"]
     checks = check.stopped(run)
     assert checks and "Every process must take part in each" in checks[0].hint, run.error
 

@@ -22,7 +22,7 @@ import pytest
 
 from common.launch import free_port
 
-from accelerate_course import lab_runs
+from accelerate_course.lab_runs import run_on_two_machines, run_scripts
 from conftest import REPO, STEPS, offline_env, run_command, run_step, slurm_task
 from accelerate_course.commands import accelerate_launch, course_commands
 
@@ -78,14 +78,14 @@ def test_multi_gpu_without_accelerate_use_cpu_joins_on_the_cpu_and_says_so(lab_r
 
 
 def test_torchrun_on_one_machine_equals_accelerate_launch(tmp_path, readme_run):
-    run = lab_runs.run_scripts(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
+    run = run_scripts(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
                           use_cpu=False)["lesson"]
     same_as_the_readme_command(run, readme_run)
 
 
 def test_torchrun_on_two_nodes_over_loopback_equals_accelerate_launch(tmp_path, readme_run):
     from test_step3_distributed import check_inside
-    run = lab_runs.run_on_two_machines(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
+    run = run_on_two_machines(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
                                   machine_env=slurm_task)["lesson"]
     check_inside(tmp_path / "lesson", 2)
     same_as_the_readme_command(run, readme_run)

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from accelerate_course import lab_runs
+from accelerate_course.lab_runs import run_scripts
 from conftest import GRID, REPO, STEPS
 
 VALIDATION_SIZE = 408
@@ -75,7 +75,7 @@ def test_two_processes_evaluate_like_one_process(lab_runs):
 def three_processes(tmp_path_factory):
     """Step 3 and the grid of sizes on 3 processes, in one launch of the README's command."""
     folder = tmp_path_factory.mktemp("three")
-    runs = lab_runs.run_scripts(3, {"lesson": STEPS[3], "grid": (GRID, {}, ["--processes", "3"])},
+    runs = run_scripts(3, {"lesson": STEPS[3], "grid": (GRID, {}, ["--processes", "3"])},
                            folder, processes=3)
     return runs, folder
 

@@ -8,7 +8,8 @@ comparisons here are exact: no tolerance.
 
 import pytest
 
-from accelerate_course import lab_runs, measuring
+from accelerate_course import measuring
+from accelerate_course.lab_runs import SHORT_RUN
 from conftest import assert_ok, read_metrics, run_step
 
 
@@ -19,7 +20,7 @@ def test_short_runs_are_identical(lab_runs):
     one = lab_runs(2).one["step1"]
     two = lab_runs(2).one["lesson"]
     assert one.error is None and two.error is None
-    assert len(one.losses) == measuring.train_steps(lab_runs.SHORT_RUN) == 30
+    assert len(one.losses) == measuring.train_steps(SHORT_RUN) == 30
     assert one.losses == two.losses
     assert one.predictions == two.predictions
     assert (one.accuracy, one.f1) == (two.accuracy, two.f1)
@@ -33,7 +34,7 @@ def test_accelerate_launch_on_one_process_matches_python(tmp_path, lab_runs):
     # thread sums its floats in another order than on two, so compare like with like. The
     # launch is the lab's: `accelerate launch --num_processes 1` with every setting on the
     # command line, so that a user's `accelerate config` file cannot change it
-    assert_ok(run_step(2, tmp_path, *lab_runs.SHORT_RUN, OMP_NUM_THREADS="1"))
+    assert_ok(run_step(2, tmp_path, *SHORT_RUN, OMP_NUM_THREADS="1"))
     python, launched = read_metrics(tmp_path), lab_runs(2).one["lesson"]
     assert python["train_losses"] == launched.losses
     assert python["predictions"] == launched.predictions

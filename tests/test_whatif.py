@@ -1,8 +1,8 @@
 """The what-if lab: every variant applies to today's step, runs for real, and has the
 consequence the lessons' pages' tables say it has.
 
-The runs are short (lab_runs.SHORT_RUN: 30 optimizer steps) and shared: one launch per step runs
-the step and all its variants (tests/helpers/shared_runs.py). Each test asserts the measured
+The runs are short (accelerate_course/lab_runs.py's SHORT_RUN: 30 optimizer steps) and shared:
+one launch per step runs the step and all its variants (tests/helpers/shared_runs.py). Each test asserts the measured
 consequence against the lesson's run of the same launch: a difference where the README says
 there is one, equality where it says there is none.
 """
