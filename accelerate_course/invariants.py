@@ -13,14 +13,14 @@ step 3  gradient accumulation: 1 process accumulating 2 batches against 2 proces
         the learning rate against the global batch: 2 processes at lr and at 2 x lr, against
         1 process seeing the same pairs.
 
-RUNS says which runs each needs and in which launch: with the what-if launch of the step
-(2 processes), in a launch of 1 process, or in a launch after those (the resumed runs, which
-read a state saved there): lab.what_if runs them so. rows() turns the measurements into the
-table's rows, as data;
-the commands render them (accelerate_course/whatif.py for the terminal,
-accelerate_course/maintain/update_readme.py for the pages). Comparisons with dropout off use
-the checkpoint copy that turns it off (lab_runs.checkpoint_without_dropout): there two runs that
-compute the same sums in another order can be compared step for step.
+RUNS says which runs each needs and in which batch (one launch of the lab's driver): with the
+what-if batch of the step (2 processes), in a batch of 1 process, or in a batch after those
+(the resumed runs, which read a state saved there): lab.what_if runs them so. rows() turns
+the measurements into the table's rows, as data; the commands render them
+(accelerate_course/whatif.py for the terminal, accelerate_course/maintain/update_readme.py for
+the pages). Comparisons with dropout off use the checkpoint copy that turns it off
+(lab_runs.checkpoint_without_dropout): there two runs that compute the same sums in another
+order can be compared step for step.
 """
 
 from pathlib import Path
@@ -89,13 +89,14 @@ def scripts(step, folder):
     return found
 
 
-def launches(step, folder, saved_in):
-    """Return the invariants' runs by launch: {"two": {...}, "one": {...}, "after two": {...},
-    "after one": {...}} ({name: (script, env, flags)}); saved_in(spec) is the folder where
-    the run of that Spec writes its outputs (a resumed run reads its state there)."""
+def batches(step, folder, saved_in):
+    """Return the invariants' runs by batch (one launch of the lab's driver each): {"two":
+    {...}, "one": {...}, "after two": {...}, "after one": {...}} ({name: (script, env,
+    flags)}); saved_in(spec) is the folder where the run of that Spec writes its outputs (a
+    resumed run reads its state there)."""
     made = scripts(step, folder)
     specs = {spec.name: spec for spec in RUNS.get(step, [])}
-    by_launch = {}
+    by_batch = {}
     for spec in specs.values():
         script, env, flags = made[spec.name]
         key = "two" if spec.processes > 1 else "one"
@@ -103,8 +104,8 @@ def launches(step, folder, saved_in):
             saved = Path(saved_in(specs[spec.resumes])) / "state"
             env = dict(env, COURSE_RESUME_FROM=str(saved))
             key = f"after {key}"
-        by_launch.setdefault(key, {})[spec.name] = (script, env, flags)
-    return by_launch
+        by_batch.setdefault(key, {})[spec.name] = (script, env, flags)
+    return by_batch
 
 
 class InvariantRow(NamedTuple):
@@ -174,7 +175,9 @@ def rows(step, runs, lesson=None):
         invariant="gradient accumulation: the variable alone",
         compared="ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2 without accumulate(), 1 process, "
                  "against the same run without it",
-        measured=[f"first gradient norm {alone.grad_norm:.6f} against {one.grad_norm:.6f} "
+        # 4 decimals: the ratio is the point, and a norm's seventh digit depends on the
+        # processor's kernels (1.402610 on an AMD EPYC Zen 5, 1.402609 on an Intel Xeon model 167)
+        measured=[f"first gradient norm {alone.grad_norm:.4f} against {one.grad_norm:.4f} "
                   f"(a ratio of {alone.grad_norm / one.grad_norm:.4f})",
                   f"{len(alone.learning_rates)} optimizer steps of 8 pairs each"],
         verdict="not accumulation: accelerator.backward halves the loss, and the optimizer "

@@ -74,9 +74,9 @@ def what_if(step, folder, names=None, extra=None, one=None):
     for run in extras:
         scripts[run.name] = (scripts[run.base], run.env)
     in_table = [*scripts, *alone]
-    by_launch = invariants.launches(step, folder / "invariants", lambda spec: (
+    by_batch = invariants.batches(step, folder / "invariants", lambda spec: (
         folder / ("runs" if spec.processes > 1 else "invariants/one") / spec.name / "output"))
-    scripts.update(by_launch.get("two", {}))
+    scripts.update(by_batch.get("two", {}))
     scripts.update(extra or {})
     flags = lab_flags(step, folder)
     # a step whose record says so (step 3) is launched as a student first launches it on a
@@ -84,16 +84,16 @@ def what_if(step, folder, names=None, extra=None, one=None):
     measured = run_scripts(step, scripts, folder / "runs", flags,
                            use_cpu=STEPS[step].lab_says_cpu)
     rounds = [
-        [lab_batch(step, {**by_launch.get("one", {}), **(one or {})},
+        [lab_batch(step, {**by_batch.get("one", {}), **(one or {})},
                    folder / "invariants/one", processes=1, launcher="accelerate")]
-        if by_launch.get("one") or one else [],
+        if by_batch.get("one") or one else [],
         [lab_batch(step, alone, folder / "alone", flags,
                    use_cpu=STEPS[step].lab_says_cpu)] if alone else [],
     ]
-    after = [lab_batch(step, by_launch[key], folder / "invariants" / key.replace(" ", "-"),
+    after = [lab_batch(step, by_batch[key], folder / "invariants" / key.replace(" ", "-"),
                        processes=2 if key == "after two" else 1,
                        launcher=None if key == "after two" else "accelerate")
-             for key in ("after two", "after one") if key in by_launch]
+             for key in ("after two", "after one") if key in by_batch]
     for together in ([batch for group in rounds for batch in group], after):
         for found in run_batches(together) if together else []:
             measured.update(found)

@@ -52,11 +52,13 @@ EXERCISE_HINTS = {
     3: "the main process scored only its own share: 208 of the 408 pairs",
     4: "only 1 process trained: the training function was not started in 2 processes",
 }
+# the lessons the grader grades: those with checks of their own (check.POINTS)
+GRADED = sorted(check.POINTS)
 # what a hint never writes: the lessons' answers
 ANSWERS = ("is_main_process", "end_training", "gather_for_metrics", "total_dataset_length")
 
 
-@pytest.mark.parametrize("step", [2, 3, 4])
+@pytest.mark.parametrize("step", GRADED)
 def test_the_exercise_is_the_previous_step_plus_todos(step):
     text = exercise.exercise(step)
     todo_blocks = re.findall(rf"(?m)^[ \t]*# TODO step {step}: .*(?:\n[ \t]*#   \S.*)*", text)
@@ -77,7 +79,7 @@ def test_the_exercise_names_its_check():
     assert "make check STEP=3 FILE=exercises/step3/train.py" in exercise.exercise(3)
 
 
-@pytest.mark.parametrize("step", [2, 3, 4])
+@pytest.mark.parametrize("step", GRADED)
 def test_the_course_step_scores_every_point(lab_runs, step):
     runs = lab_runs(step)
     checks = runs.graded["lesson"]
@@ -85,7 +87,7 @@ def test_the_course_step_scores_every_point(lab_runs, step):
     assert runs.score("lesson") == (check.total(runs.grading), {2: 5, 3: 10, 4: 10}[step])
 
 
-@pytest.mark.parametrize("step", [2, 3, 4])
+@pytest.mark.parametrize("step", GRADED)
 def test_the_untouched_exercise_scores_nothing_and_passes_only_prerequisites(lab_runs, step):
     runs = lab_runs(step)
     checks = runs.graded["exercise"]
@@ -113,7 +115,7 @@ def test_every_variant_fails_with_the_hint_that_names_its_mistake(lab_runs, step
     assert runs.score(name)[0] == score, failed
 
 
-@pytest.mark.parametrize("step", [2, 3, 4])
+@pytest.mark.parametrize("step", GRADED)
 def test_every_hint_is_said_and_fits_the_lesson(lab_runs, step):
     # a failed check always says why (no empty hint), in the lesson's words: never the
     # lesson's answer, never another step's advice
@@ -259,7 +261,7 @@ def test_a_gather_only_the_main_process_joins_fails_with_its_hint(tmp_path):
     assert checks and "Every process must take part in each" in checks[0].hint, run.error
 
 
-@pytest.mark.parametrize("step", [2, 3, 4])
+@pytest.mark.parametrize("step", GRADED)
 def test_make_exercise_prints_the_steps_own_run_command(step):
     # the README's command for the step (its docstring's Run: line), flags and all, on the
     # exercise's file and an output folder of its own
