@@ -37,7 +37,6 @@ from accelerate.state import AcceleratorState, GradientState
 from transformers import AutoModelForSequenceClassification
 
 RANK = lambda: os.environ.get("RANK", "0")  # noqa: E731 (read when asked: launchers set it)
-EVALUATE_ALONE = True  # the plan's "evaluate_alone" (off where nothing compares with it)
 RESULT_LINE = "validation: accuracy"  # how the steps' result line starts (print's first words)
 
 
@@ -123,8 +122,9 @@ def evaluate_alone(model, args):
     return predictions, labels, torch.cat(losses).double().mean().item()
 
 
-def report_process(record, args):
-    """Write rank<R>.json for this process."""
+def report_process(record, args, again_alone):
+    """Write rank<R>.json for this process; rank 0 evaluates the final weights once more
+    alone when again_alone (the plan's "evaluate_alone")."""
     record.counting = False
     state = PartialState._shared_state  # empty when the run stopped before its Accelerator
     model = record.models[-1] if record.models else None
@@ -151,7 +151,7 @@ def report_process(record, args):
         "results_printed": record.results_printed,
         "error_line": record.error_line,
     }
-    if report["rank"] == 0 and model is not None and args is not None and EVALUATE_ALONE:
+    if report["rank"] == 0 and model is not None and args is not None and again_alone:
         report["alone_predictions"], report["alone_labels"], report["alone_loss"] = \
             evaluate_alone(model, args)
     path = record.folder / f"rank{RANK()}.json"
@@ -311,9 +311,10 @@ def spy_on(step_globals, record):
     return lambda: [u() for u in reversed(undo)]
 
 
-def run(entry, flags, folder):
+def run(entry, flags, folder, again_alone):
     """Run one script's main() in this process; write run<R>.json (and rank<R>.json, where
-    the script stopped before its training function reported)."""
+    the script stopped before its training function reported). again_alone: the plan's
+    "evaluate_alone" (off where nothing compares with that evaluation)."""
     folder.mkdir(parents=True, exist_ok=True)
     record = Record(folder, entry["script"])
     os.environ.update(entry.get("env", {}))
@@ -321,6 +322,8 @@ def run(entry, flags, folder):
     # there is one, is kept: see spy_on)
     AcceleratorState._reset_state(reset_partial_state=True)
     GradientState._reset_state()
+    # the steps are unchanged scripts whose main() calls parse_args() with no argument, which
+    # reads sys.argv: their flags can reach them only there, set here and nowhere else
     sys.argv = [entry["script"], *entry.get("flags", flags), "--output-dir", str(folder / "output")]
     outcome = {"error": None}
     start = time.perf_counter()
@@ -341,7 +344,7 @@ def run(entry, flags, folder):
                         record.error_line = line_in_script(error, record.script)
                         raise
                     finally:
-                        report_process(record, args[-1])
+                        report_process(record, args[-1], again_alone)
 
             if original_training_function:  # a step (a helper script may have none)
                 step_globals["training_function"] = training_function
@@ -358,17 +361,16 @@ def run(entry, flags, folder):
             undo()
     outcome["seconds"] = time.perf_counter() - start
     if not (folder / f"rank{RANK()}.json").exists():  # main() stopped before training
-        report_process(record, None)
+        report_process(record, None, again_alone)
     (folder / f"run{RANK()}.json").write_text(json.dumps(outcome))
 
 
 def main():
-    global EVALUATE_ALONE
     plan = json.loads(Path(sys.argv[1]).read_text())
-    EVALUATE_ALONE = plan.get("evaluate_alone", True)
     for entry in plan["runs"]:
         saved_env = dict(os.environ)
-        run(entry, plan["flags"], Path(plan["folder"]) / entry["name"])
+        run(entry, plan["flags"], Path(plan["folder"]) / entry["name"],
+            plan.get("evaluate_alone", True))
         os.environ.clear()
         os.environ.update(saved_env)
     if torch.distributed.is_initialized():
