@@ -102,6 +102,9 @@ def batches(step, folder, saved_in):
         key = "two" if spec.processes > 1 else "one"
         if spec.resumes:
             saved = Path(saved_in(specs[spec.resumes])) / "state"
+            # the reader is a patched step (resume_state.patch), whose command line is the
+            # course's, with no flag for a state folder: the folder goes in this run's own
+            # environment (the batch's run entry), which the driver sets for that run alone
             env = dict(env, COURSE_RESUME_FROM=str(saved))
             key = f"after {key}"
         by_batch.setdefault(key, {})[spec.name] = (script, env, flags)

@@ -1,20 +1,23 @@
 """Run step scripts unchanged, one after the other, and report from inside every process.
 
-    python -m accelerate_course.lab_driver PLAN.json                       (steps 1 and 4)
+    python -m accelerate_course.lab_driver BATCH.json                      (steps 1 and 4)
     ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml \
-        accelerate_course/lab_driver.py PLAN.json                          (steps 2 and 3)
+        accelerate_course/lab_driver.py BATCH.json                         (steps 2 and 3)
 
-PLAN.json (accelerate_course/run_plans.py writes it) lists the runs: each a course step or a
+BATCH.json (accelerate_course/lab_runs.py writes it) lists the runs: each a course step or a
 patched copy, whose main() runs as `python script flags --output-dir <run folder>` would, in
 the processes this driver was launched as, its Accelerate state reset between runs. Every
 process writes into the run's folder rank<R>.out (what it printed) and rank<R>.json (what its
 Accelerator says, what it computed with the metric, its share of the evaluation, its writes,
 its first gradient norms, a fingerprint of its final weights; rank 0 also evaluates those
-weights once more alone); the process that called main() writes run0.json (time, error).
-The spies only look: they wrap from_pretrained, AdamW.step, the metric and write_metrics and
-call the originals (accelerate_course/measuring.py reads what they wrote).
+weights once more alone, when the batch asks), how far its progress bars went, how often
+it printed the result line, and the line of the script its error was raised at; the process
+that called main() writes run0.json (time, error). The spies only look: they wrap
+from_pretrained, AdamW.step, the metric, write_metrics, the step's tqdm and print, and call
+the originals (accelerate_course/measuring.py reads what they wrote, and only that).
 """
 
+import builtins
 import contextlib
 import hashlib
 import io
@@ -34,14 +37,15 @@ from accelerate.state import AcceleratorState, GradientState
 from transformers import AutoModelForSequenceClassification
 
 RANK = lambda: os.environ.get("RANK", "0")  # noqa: E731 (read when asked: launchers set it)
-EVALUATE_ALONE = True  # the plan's "evaluate_alone" (off where nothing compares with it)
+RESULT_LINE = "validation: accuracy"  # how the steps' result line starts (print's first words)
 
 
 class Record:
     """What one process saw during one run."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, script):
         self.folder = folder
+        self.script = script  # the run's script, as its traceback frames name it
         self.models = []
         self.metric_results = []
         self.writes = []
@@ -53,6 +57,9 @@ class Record:
         self.eval_forwarded = 0  # pairs this process put through the model in eval mode
         self.counting = True  # off once the step has returned (the driver's own evaluation)
         self.accelerators = []  # the Accelerators the step created
+        self.bars = []  # the progress bars the step showed: {"n": done, "total": of how many}
+        self.results_printed = 0  # calls of print with the result line (RESULT_LINE ...)
+        self.error_line = None  # the script's line its exception was raised at (innermost)
 
 
 
@@ -64,6 +71,15 @@ def first_line(error):
     first = (str(error).strip().splitlines() or [""])[0]
     first = re.sub(r"^\[[^\]\s]+\.(?:cc|cpp|h):\d+\]\s*", "", first)
     return re.sub(r"(\[[0-9a-fA-F.:]+\]):\d+", r"\1", first)
+
+
+def line_in_script(error, script):
+    """Return the line of script in the innermost frame of error's traceback that is the
+    script's own (where the script raised it, or called what did), or None."""
+    lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__)
+             if frame.filename == script]
+    return lines[-1] if lines else None
+
 
 def fingerprint(model):
     """Return a short hash of every weight of the model (equal weights, equal hash)."""
@@ -106,8 +122,9 @@ def evaluate_alone(model, args):
     return predictions, labels, torch.cat(losses).double().mean().item()
 
 
-def report_process(record, args):
-    """Write rank<R>.json for this process."""
+def report_process(record, args, again_alone):
+    """Write rank<R>.json for this process; rank 0 evaluates the final weights once more
+    alone when again_alone (the batch's "evaluate_alone")."""
     record.counting = False
     state = PartialState._shared_state  # empty when the run stopped before its Accelerator
     model = record.models[-1] if record.models else None
@@ -130,8 +147,11 @@ def report_process(record, args):
         else None,
         "grad_scaler": next((type(a.scaler).__name__ for a in record.accelerators
                              if getattr(a, "scaler", None) is not None), None),
+        "bars": record.bars,
+        "results_printed": record.results_printed,
+        "error_line": record.error_line,
     }
-    if report["rank"] == 0 and model is not None and args is not None and EVALUATE_ALONE:
+    if report["rank"] == 0 and model is not None and args is not None and again_alone:
         report["alone_predictions"], report["alone_labels"], report["alone_loss"] = \
             evaluate_alone(model, args)
     path = record.folder / f"rank{RANK()}.json"
@@ -230,6 +250,41 @@ def spy_on(step_globals, record):
 
         step_globals["Accelerator"] = Accelerator
 
+    if "tqdm" in step_globals:  # the step's own bars (not the libraries', as the weights' loading)
+        original_tqdm = step_globals["tqdm"]
+
+        class tqdm(original_tqdm):
+            def __init__(self, *a, **k):
+                super().__init__(*a, **k)
+                # a disabled bar (not the local main process) shows nothing and counts nothing
+                self.seen = {"n": self.n, "total": self.total}
+                if not self.disable:
+                    record.bars.append(self.seen)
+
+            def update(self, n=1):
+                shown = super().update(n)
+                self.seen["n"] = self.n
+                return shown
+
+            def close(self):
+                if hasattr(self, "seen"):  # (not when its own __init__ failed)
+                    self.seen["n"] = self.n  # a bar iterated over counts its steps at its end
+                return super().close()
+
+        step_globals["tqdm"] = tqdm
+
+    original_print = builtins.print
+
+    def print_counting(*a, **k):
+        """print, counting the calls that print the result line (the steps print it with
+        print or accelerator.print, which calls print on the processes that print)."""
+        if record.counting and " ".join(map(str, a)).startswith(RESULT_LINE):
+            record.results_printed += 1
+        return original_print(*a, **k)
+
+    builtins.print = print_counting
+    undo.append(lambda: setattr(builtins, "print", original_print))
+
     if "AdamW" in step_globals:
         original_adamw = step_globals["AdamW"]
 
@@ -256,15 +311,19 @@ def spy_on(step_globals, record):
     return lambda: [u() for u in reversed(undo)]
 
 
-def run(entry, flags, folder):
-    """Run one script's main() in this process; write run.json."""
+def run(entry, flags, folder, again_alone):
+    """Run one script's main() in this process; write run<R>.json (and rank<R>.json, where
+    the script stopped before its training function reported). again_alone: the batch's
+    "evaluate_alone" (off where nothing compares with that evaluation)."""
     folder.mkdir(parents=True, exist_ok=True)
-    record = Record(folder)
+    record = Record(folder, entry["script"])
     os.environ.update(entry.get("env", {}))
     # a fresh start for Accelerate, as in a new process: no state (the process group, if
     # there is one, is kept: see spy_on)
     AcceleratorState._reset_state(reset_partial_state=True)
     GradientState._reset_state()
+    # the steps are unchanged scripts whose main() calls parse_args() with no argument, which
+    # reads sys.argv: their flags can reach them only there, set here and nowhere else
     sys.argv = [entry["script"], *entry.get("flags", flags), "--output-dir", str(folder / "output")]
     outcome = {"error": None}
     start = time.perf_counter()
@@ -281,8 +340,11 @@ def run(entry, flags, folder):
                 with output_to(folder / f"rank{RANK()}.out"):
                     try:
                         return original_training_function(*args)
+                    except Exception as error:  # its line, from the process that raised it
+                        record.error_line = line_in_script(error, record.script)
+                        raise
                     finally:
-                        report_process(record, args[-1])
+                        report_process(record, args[-1], again_alone)
 
             if original_training_function:  # a step (a helper script may have none)
                 step_globals["training_function"] = training_function
@@ -292,22 +354,23 @@ def run(entry, flags, folder):
                 outcome["error"] = str(stop.code)
         except Exception as error:  # a refusal is a result too: keep its first line
             outcome["error"] = f"{type(error).__name__}: {first_line(error)}"
+            if record.error_line is None:  # raised outside the training function
+                record.error_line = line_in_script(error, record.script)
             traceback.print_exc()
         finally:
             undo()
     outcome["seconds"] = time.perf_counter() - start
     if not (folder / f"rank{RANK()}.json").exists():  # main() stopped before training
-        report_process(record, None)
+        report_process(record, None, again_alone)
     (folder / f"run{RANK()}.json").write_text(json.dumps(outcome))
 
 
 def main():
-    global EVALUATE_ALONE
-    plan = json.loads(Path(sys.argv[1]).read_text())
-    EVALUATE_ALONE = plan.get("evaluate_alone", True)
-    for entry in plan["runs"]:
+    batch = json.loads(Path(sys.argv[1]).read_text())
+    for entry in batch["runs"]:
         saved_env = dict(os.environ)
-        run(entry, plan["flags"], Path(plan["folder"]) / entry["name"])
+        run(entry, batch["flags"], Path(batch["folder"]) / entry["name"],
+            batch.get("evaluate_alone", True))
         os.environ.clear()
         os.environ.update(saved_env)
     if torch.distributed.is_initialized():

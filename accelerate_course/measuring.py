@@ -1,9 +1,9 @@
-"""What a run measured: the reports its processes wrote (accelerate_course/lab_driver.py) read
-into one record, Run.
+"""What a run measured: the reports its processes wrote (accelerate_course/lab_driver.py's
+rank<R>.json and run0.json) read into one record, Run. What the processes printed
+(rank<R>.out) is for people to read: nothing here parses it.
 """
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +32,7 @@ class Run:
     f1: list  # and F1
     writes: int  # metrics.json writes, all processes together
     printed: int  # processes that printed the result line ("validation: accuracy ...")
-    bars: int  # processes that showed the training progress bar
+    bars: int  # processes that showed a progress bar of the script's own to its end
     weights_equal: bool  # every process ended with the same weights
     left_group: bool | None  # every process left the process group (None: no Accelerator)
     losses: list | None  # the training losses of the metrics.json rank 0 wrote
@@ -44,6 +44,7 @@ class Run:
     written_f1: float | None  # and its F1
     written_eval_loss: float | None  # and its validation loss (a take-home task writes one)
     error_line: int | None  # the line of the run's own script where its error was raised
+    # (rank 0's, else the first other process's that has one)
     grad_norm: float | None  # rank 0's gradient norm at its first optimizer step
     learning_rates: list  # rank 0's learning rate at each optimizer step
     gathered: int | None  # how many predictions were gathered (eval_gathered), when written
@@ -59,23 +60,14 @@ class Run:
 
 
 
-def error_line(outputs, script):
-    """Return the line of `script` in the last traceback frame of that file that a process
-    printed (where its error was raised), or None."""
-    found = [int(line) for text in outputs for line in
-             re.findall(rf'File "{re.escape(str(script))}", line (\d+)', text)] if script else []
-    return found[-1] if found else None
-
-
-def measure(run_folder, processes_launched, train_steps, script=None):
-    """Return the Run that a run's reports (rank<R>.json, rank<R>.out, run0.json) of `script`
-    describe."""
-    ranks = [json.loads(p.read_text()) for p in sorted(run_folder.glob("rank*.json"))]
+def measure(run_folder, processes_launched):
+    """Return the Run that a run's reports (rank<R>.json, run0.json) describe."""
+    ranks = sorted((json.loads(p.read_text()) for p in run_folder.glob("rank*.json")),
+                   key=lambda r: r["rank"])
     outcome = json.loads((run_folder / "run0.json").read_text()) \
         if (run_folder / "run0.json").exists() else {"error": "no report", "seconds": 0}
     accelerate_ranks = [r for r in ranks if r["num_processes"] is not None]
     rank0 = next((r for r in ranks if r["rank"] == 0), ranks[0] if ranks else {})
-    outputs = [p.read_text(errors="replace") for p in sorted(run_folder.glob("rank*.out"))]
     writes = [w for r in ranks for w in r.get("writes", [])]
     written = rank0.get("writes") or [{}]
     results = [m for r in ranks for m in r.get("metric_results", [])]
@@ -90,10 +82,8 @@ def measure(run_folder, processes_launched, train_steps, script=None):
         accuracy=[round(m["accuracy"], 4) for m in results],
         f1=[round(m["f1"], 4) for m in results],
         writes=len(writes),
-        printed=sum(1 for text in outputs if "validation: accuracy" in text),
-        # the training bar's total is the number of optimizer steps (not the weights' loading bar)
-        bars=sum(1 for text in outputs
-                 if re.search(rf"\b{train_steps or '[0-9]+'}/{train_steps or '[0-9]+'} \[", text)),
+        printed=sum(1 for r in ranks if r.get("results_printed")),
+        bars=sum(1 for r in ranks if any(bar["n"] == bar["total"] for bar in r.get("bars", []))),
         weights_equal=len({r["weights"] for r in ranks if r.get("weights")}) <= 1,
         left_group=all(r.get("left_process_group") for r in accelerate_ranks)
         if accelerate_ranks else None,
@@ -105,7 +95,8 @@ def measure(run_folder, processes_launched, train_steps, script=None):
         written_accuracy=written[-1].get("accuracy"),
         written_f1=written[-1].get("f1"),
         written_eval_loss=written[-1].get("eval_loss"),
-        error_line=error_line(outputs, script) if outcome["error"] else None,
+        error_line=next((r["error_line"] for r in ranks if r.get("error_line")), None)
+        if outcome["error"] else None,
         grad_norm=(rank0.get("grad_norms") or [None])[0],
         learning_rates=rank0.get("learning_rates") or [],
         gathered=written[-1].get("eval_gathered"),
@@ -115,7 +106,7 @@ def measure(run_folder, processes_launched, train_steps, script=None):
         models_created_before=max((len(r.get("created_inside", [])) -
                                    sum(r.get("created_inside", [])) for r in ranks), default=0),
         lengths=sorted({n for r in ranks for n in r.get("lengths", [])}),
-        eval_forwarded=[r.get("eval_forwarded", 0) for r in sorted(ranks, key=lambda r: r["rank"])],
+        eval_forwarded=[r.get("eval_forwarded", 0) for r in ranks],
         weights=rank0.get("weights"),
         seconds=written[-1].get("train_seconds", outcome.get("seconds")),
         eval_seconds=written[-1].get("eval_seconds"),
@@ -136,6 +127,5 @@ def train_steps(flags):
 def measure_batch(batch_path, processes):
     """Return {name: measure(...)} for every run of a batch the driver has run."""
     batch = json.loads(Path(batch_path).read_text())
-    return {run["name"]: measure(Path(batch["folder"]) / run["name"], processes,
-                                 train_steps(run.get("flags", batch["flags"])), run["script"])
+    return {run["name"]: measure(Path(batch["folder"]) / run["name"], processes)
             for run in batch["runs"]}

@@ -51,15 +51,31 @@ def port_number(text):
     return value
 
 
-def parse_args(argv=None, description=None):
+# the settings a notebook's settings cell gave parse_args, for the later calls in the same
+# Jupyter kernel that give none: step 4's main(), a cell of train.py that the notebook copies
+# unchanged, parses again, and a kernel has no command line of its own to read them from
+KERNEL_SETTINGS = {}
+
+
+def parse_args(argv=None, description=None, settings=None):
     """Return the parsed arguments (an argparse.Namespace) of the course's command line.
 
-    argv=None reads sys.argv, except in a Jupyter kernel (whose own arguments are not the
-    course's): there it reads the environment variable COURSE_ARGS, e.g.
-    COURSE_ARGS="--max-train-steps 20", and takes the defaults when it is not set.
+    argv=None reads sys.argv, except where settings are given, or in a Jupyter kernel (whose
+    own arguments are not the course's).
+    settings: {setting: value}, as a notebook holds them, instead of a command line (see
+    flags). In a Jupyter kernel, a call without argv or settings takes the settings of the
+    kernel's last call that gave some (the defaults when none did), and there the flags of
+    the environment variable COURSE_ARGS, e.g. COURSE_ARGS="--max-train-steps 20", come
+    after them and so win: a user's (or a test's) own override, typed as in a shell.
     """
-    if argv is None and "ipykernel" in sys.modules:
-        argv = shlex.split(os.environ.get("COURSE_ARGS", ""))
+    in_kernel = "ipykernel" in sys.modules
+    if settings is not None and in_kernel:
+        KERNEL_SETTINGS.clear()
+        KERNEL_SETTINGS.update(settings)
+    if argv is None and (settings is not None or in_kernel):
+        argv = flags(KERNEL_SETTINGS if settings is None else settings)
+        if in_kernel:
+            argv += shlex.split(os.environ.get("COURSE_ARGS", ""))
     parser = OneLineErrorParser(description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", default="embedded",
@@ -109,10 +125,10 @@ def parse_args(argv=None, description=None):
 DATASET_NAMES = ("embedded", "embedded-sst2", "glue", "glue-mrpc", "glue-sst2")
 
 
-def command_line(settings):
-    """Return a command line of the course's flags from {setting: value} (the notebook's
-    settings: "train_batch_size" is --train-batch-size); a None value is left out, True is a
-    flag without a value."""
+def flags(settings):
+    """Return the course's flags, a list of words, from {setting: value} (the notebook's
+    settings: "train_batch_size": 8 is --train-batch-size 8); a None or False value is left
+    out, True is a flag without a value."""
     words = []
     for name, value in settings.items():
         if value is None or value is False:
@@ -120,7 +136,7 @@ def command_line(settings):
         words.append("--" + name.replace("_", "-"))
         if value is not True:
             words.append(str(value))
-    return shlex.join(words)
+    return words
 
 
 def check_dataset_name(name):

@@ -14,10 +14,12 @@ stops at the first collective ("Duplicate GPU detected").
 Every step's main() calls guard_launch() right after parse_args(). It reads what the
 launchers leave in the environment (torchrun and `accelerate launch --multi_gpu` set
 WORLD_SIZE, LOCAL_WORLD_SIZE and RANK; `accelerate launch` on one process sets MASTER_ADDR
-only when it was asked for more than one) and what step 4's own notebook_launcher will start,
-and either says what is wrong in one line, or puts processes that have no GPU of their own on
-the CPU (gloo) by setting ACCELERATE_USE_CPU=1, which Accelerate reads when the script creates
-its first Accelerator, and says so.
+only when it was asked for more than one) and what step 4's own notebook_launcher will
+start, and either says what is wrong in one line, or puts processes that have no GPU of their
+own on the CPU (gloo) by setting ACCELERATE_USE_CPU=1, which Accelerate reads when the script
+creates its first Accelerator, and says so. Where the environment cannot tell (a student's
+own `accelerate launch` that fell back to one process), it reads the launcher's command line
+and environment, in one place: the_launcher.
 """
 
 import importlib.util
@@ -69,35 +71,40 @@ def torch_xla_installed():
     return importlib.util.find_spec("torch_xla") is not None
 
 
-def launcher_command_line():
-    """Return the words of the parent process's command line (the launcher's), or []."""
-    try:
-        raw = Path(f"/proc/{os.getppid()}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [word for word in raw.decode(errors="replace").split("\0") if word]
+def the_launcher():
+    """Return the parent process's (the launcher's) command line, as words ([] where it cannot
+    be read), and the environment it was started with, as a dict (None where it cannot be
+    read: not Linux, or not allowed).
+
+    The one place this guard reads its parent, a student's own launcher, because only the
+    parent knows two things: how many processes `accelerate launch` was asked for when its
+    one-process fallback (no --multi_gpu) started this script once, with nothing in this
+    process's environment saying N; and whether a MASTER_ADDR here was set by that launcher or
+    exported to it by a cluster's job script. The course's own launches never get here (their
+    environment says all: a WORLD_SIZE, or no MASTER_ADDR).
+    """
+    parent = Path(f"/proc/{os.getppid()}")
+    read = {}
+    for name in ("cmdline", "environ"):
+        try:
+            read[name] = (parent / name).read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            read[name] = None
+    words = [word for word in read["cmdline"] or [] if word]
+    if read["environ"] is None:
+        return words, None
+    pairs = (entry.split("=", 1) for entry in read["environ"])
+    return words, {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
 
 
-def launcher_environment():
-    """Return the environment the parent process (the launcher) was started with, as a dict,
-    or None where it cannot be read (not Linux, or not allowed)."""
-    try:
-        raw = Path(f"/proc/{os.getppid()}/environ").read_bytes()
-    except OSError:
-        return None
-    pairs = (entry.split("=", 1) for entry in raw.decode(errors="replace").split("\0"))
-    return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
-
-
-def launcher_set(name):
+def launcher_set(name, launcher_environment):
     """Return True if the variable name is in this process's environment because the launcher
     set it, not because it was already in the launcher's own environment (a cluster's job
     script exports MASTER_ADDR for every command it runs). Where the launcher's environment
-    cannot be read, a variable that is here counts as set by the launcher."""
+    could not be read (None), a variable that is here counts as set by the launcher."""
     if name not in os.environ:
         return False
-    inherited = launcher_environment()
-    return inherited is None or inherited.get(name) != os.environ[name]
+    return launcher_environment is None or launcher_environment.get(name) != os.environ[name]
 
 
 def processes_asked(words):
@@ -135,13 +142,16 @@ def launch_problem(script_joins_processes):
     if world_size <= 1:
         # accelerate launch's one-process launcher sets MASTER_ADDR only when it was asked for
         # more than one process (or machine): then it ran the script once, not N times (a
-        # MASTER_ADDR the launcher itself was given, as a cluster job exports it, says nothing)
-        if launcher_set("MASTER_ADDR") and "ACCELERATE_DYNAMO_BACKEND" in os.environ:
-            asked = processes_asked(launcher_command_line())
-            wanted = f"{asked} processes" if asked else "several processes"
-            return (f"accelerate launch was asked for {wanted} but started this script as one "
-                    "process (without --multi_gpu, or a GPU for each process, it starts only one); "
-                    f"run: {CPU_LAUNCH.format(n=asked or 2)} {this_command()}")
+        # MASTER_ADDR the launcher itself was given, as a cluster job exports it, says nothing).
+        # The parent is read only when this environment cannot tell (see the_launcher)
+        if {"ACCELERATE_DYNAMO_BACKEND", "MASTER_ADDR"} <= set(os.environ):
+            words, inherited = the_launcher()
+            if launcher_set("MASTER_ADDR", inherited):
+                asked = processes_asked(words)
+                wanted = f"{asked} processes" if asked else "several processes"
+                return (f"accelerate launch was asked for {wanted} but started this script as "
+                        "one process (without --multi_gpu, or a GPU for each process, it starts "
+                        f"only one); run: {CPU_LAUNCH.format(n=asked or 2)} {this_command()}")
         return None
     if "LOCAL_RANK" not in os.environ:
         # every launcher (torchrun, accelerate launch, notebook_launcher) sets LOCAL_RANK too:

@@ -52,12 +52,10 @@
 # `"checkpoint": "bert-base-cased", "dataset": "glue"` is the course's real setup, from the
 # Hugging Face Hub; `"dataset": "embedded-sst2"` a single-sentence task (SST-2-shaped);
 # `"max_train_steps": 50` a run of a few minutes (its numbers are then those of a barely
-# trained model). Any other flag of the scripts goes in the environment variable
-# `COURSE_ARGS`, after these.
+# trained model). Any other flag of the scripts can go in here too (`"output_dir":
+# "outputs/run1"`); flags in the environment variable `COURSE_ARGS` come after these, and win.
 
 # %%
-from common.cli import command_line
-
 hyperparameters = {
     "lr": 5e-5,
     "epochs": 3,
@@ -69,8 +67,7 @@ hyperparameters = {
     "num_processes": 2,  # on a CPU or GPUs; on a TPU, one process per chip whatever this says
     "max_train_steps": None,  # a number: stop after that many optimizer steps
 }
-os.environ["COURSE_ARGS"] = command_line(hyperparameters) + " " + COURSE_ARGS_GIVEN
-args = parse_args()
+args = parse_args(settings=hyperparameters)  # main() below parses them again
 print(args)
 
 # %% [markdown]

@@ -5,7 +5,6 @@ the model outside it)."""
 import json
 import os
 import re
-import shlex
 import sys
 
 import nbformat
@@ -116,7 +115,7 @@ def test_the_notebook_says_only_true_things_about_the_tpu_before_the_launch():
         assert "xla_device" not in source and "torch_xla.device" not in source
         if "hyperparameters = {" not in source:  # the others read the settings from args
             assert "set_seed(42)" not in source and '"embedded"' not in source
-    assert any("parse_args()" in source for source in before_launch)
+    assert any("parse_args(settings=hyperparameters)" in source for source in before_launch)
 
 
 def test_every_training_cell_of_train_py_is_in_the_notebook_unchanged():
@@ -209,17 +208,25 @@ def test_the_setup_is_one_short_cell_whose_first_line_says_where_the_course_come
 
 def test_the_settings_are_a_dictionary_that_the_launch_reads(monkeypatch):
     # the seed notebook's hyperparameters cell: the launch's main() parses what it says
-    from common.cli import command_line, parse_args
+    from common import cli
     notebook = build_notebook.build()
     cell = next(c.source for c in notebook.cells if "hyperparameters = {" in c.source)
+    assert "args = parse_args(settings=hyperparameters)" in cell
     settings = {}
-    exec(cell.split("os.environ")[0].replace("from common.cli import command_line", ""), {}, settings)
+    exec(cell.split("args = parse_args")[0], {}, settings)
     hyperparameters = settings["hyperparameters"]
     assert {"lr", "epochs", "train_batch_size", "eval_batch_size", "seed", "checkpoint",
             "dataset", "num_processes"} <= set(hyperparameters)
-    args = parse_args(shlex.split(command_line(dict(hyperparameters, lr=2e-5, epochs=1))))
+    args = cli.parse_args(settings=dict(hyperparameters, lr=2e-5, epochs=1))
     assert (args.lr, args.epochs, args.train_batch_size, args.num_processes) == (2e-5, 1, 8, 2)
     assert args.max_train_steps is None
+    # in a kernel, main()'s own parse_args() gets the cell's settings, then COURSE_ARGS's flags
+    monkeypatch.setitem(sys.modules, "ipykernel", sys.modules.get("ipykernel", object()))
+    monkeypatch.setattr(cli, "KERNEL_SETTINGS", {})
+    monkeypatch.setenv("COURSE_ARGS", "--epochs 2 --deterministic")
+    cli.parse_args(settings=dict(hyperparameters, lr=2e-5, epochs=1, checkpoint="a b"))
+    args = cli.parse_args(description="main()'s call")
+    assert (args.lr, args.epochs, args.checkpoint, args.deterministic) == (2e-5, 2, "a b", True)
 
 
 # Kaggle's TPU v5e-8: 8 processes, one per chip -------------------------------------------

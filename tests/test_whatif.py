@@ -187,6 +187,11 @@ def test_step3_with_the_labels_not_gathered_the_metric_refuses_after_training(la
     lesson, run = lab_runs(3)["lesson"], lab_runs(3)["labels_not_gathered"]
     assert "Mismatch in the number of predictions (408) and references (208)" in run.error
     assert run.learning_rates == lesson.learning_rates  # it trained; the metric refused
+    # the line its record names (from the exception, in the process that raised it) is the
+    # script's own call of the metric, the line a student is sent to
+    lines = lab_runs(3).scripts["labels_not_gathered"].read_text().splitlines()
+    assert run.error_line and "metric.compute(" in lines[run.error_line - 1]
+    assert run.bars == 1  # its training bar ran to its end, on the main process alone
 
 
 @pytest.mark.step3

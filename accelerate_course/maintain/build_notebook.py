@@ -74,7 +74,6 @@ COURSE_SOURCE = "{course_source()}"
 PINS = {textwrap.fill(f"[{pins}]", 96, subsequent_indent="        ")}
 import importlib, importlib.util, os, subprocess, sys
 
-COURSE_ARGS_GIVEN = os.environ.get("COURSE_ARGS", "")  # the settings cell puts its own first
 source = os.environ.get("COURSE_SOURCE", COURSE_SOURCE)
 found = importlib.util.find_spec("common") is not None
 if not found and source:  # the course alone first: it needs no other package
