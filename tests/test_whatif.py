@@ -12,7 +12,7 @@ import re
 import pytest
 
 from accelerate_course import diagnosis, lab, patches
-from conftest import STEPS
+from conftest import REPO, STEPS
 from accelerate_course.steps import code_of
 
 from accelerate_course import whatif
@@ -267,6 +267,33 @@ def untimed(text):
     return re.sub(r"\b\d+(\.\d+)? s\b", "<time> s", text)
 
 
+def measured_on_this_processor():
+    """Return whether this processor is the one docs/invariants.md names as the one its
+    tables were measured on ("an AMD EPYC (family 26, model 2)")."""
+    from accelerate_course.machine import cpuinfo
+    page = (REPO / "docs" / "invariants.md").read_text()
+    named = re.search(r"family (\d+), model (\d+)\)", page)
+    info = cpuinfo()
+    return bool(named) and named.groups() == (info.get("cpu family"), info.get("model"))
+
+
+def bf16_kernels_masked(table):
+    """Return an invariants table with the numbers of its bf16 row that depend on the
+    processor's bf16 kernels masked: the bf16 run's accuracy, how many predictions and how
+    much the losses differ, and so the verdict's first words (on an AMD EPYC Zen 5: 0.5833,
+    1 of 408; on an Intel Xeon model 167: 0.5858, 0 of 408). The float32 run's accuracy and
+    what accelerator.backward does in bf16 stay compared."""
+    def mask(line):
+        if not line.startswith("| mixed precision: bf16"):
+            return line
+        line = re.sub(r"accuracy [\d.]+ against", "accuracy <bf16> against", line)
+        line = re.sub(r"\d+ of (\d+) predictions differ", r"<n> of \1 predictions differ", line)
+        line = re.sub(r"losses differ by [\d.]+", "losses differ by <bf16>", line)
+        return re.sub(r"\| (the same predictions|other numbers, as another seed would give);",
+                      "| <bf16's verdict>;", line)
+    return "\n".join(map(mask, table.splitlines()))
+
+
 @pytest.mark.parametrize("step", sorted(STEPS))
 def test_the_readme_shows_each_steps_table_as_the_lab_measures_it(lab_runs, step):
     shown = dict((int(m.group(2)), m.group(3)) for m in update_readme.shown(update_readme.WHATIF))
@@ -279,7 +306,11 @@ def test_the_readme_shows_each_steps_table_as_the_lab_measures_it(lab_runs, step
     rows = lab_runs(step).invariant_rows
     assert (step in invariants) == bool(rows), f"step {step}'s invariants table"
     if rows:  # (times aside, as in the what-if tables: "training 0.93 s against 0.85 s")
-        assert untimed(invariants[step]) == untimed(update_readme.invariants_block(step, rows)), \
+        shown_table = untimed(invariants[step])
+        measured_table = untimed(update_readme.invariants_block(step, rows))
+        if not measured_on_this_processor():  # bf16's kernels are the processor's own
+            shown_table, measured_table = map(bf16_kernels_masked, (shown_table, measured_table))
+        assert shown_table == measured_table, \
             f"the step {step} invariants table is stale: run make readme WHATIF=1"
     questions = dict((int(m.group(2)), m.group(3))
                      for m in update_readme.shown(update_readme.QUESTIONS))
