@@ -177,6 +177,21 @@ def test_a_read_only_folder_is_refused_in_one_line(tmp_path):
             "folder you can write to, such as outputs/run1"]
 
 
+def test_a_python_without_the_courses_packages_is_told_in_one_line(tmp_path):
+    # another Python than the course's environment (a fresh venv, nothing installed in it), as
+    # a student types python3 step1_plain_loop/train.py outside .venv
+    import venv
+    venv.create(tmp_path / "bare", with_pip=False)
+    bare = tmp_path / "bare" / "bin" / "python"
+    for step in sorted(STEPS):
+        result = subprocess.run([str(bare), str(STEPS[step])], cwd=REPO, capture_output=True,
+                                text=True, timeout=60, env=offline_env())
+        assert result.returncode == 1
+        assert (result.stdout + result.stderr).strip().splitlines() == [
+            "error: No module named 'evaluate'; run the course in its environment (source "
+            ".venv/bin/activate), or in a notebook its setup cell first"]
+
+
 # launchers --------------------------------------------------------------------------------
 
 def test_a_bad_input_under_the_readme_launches_ends_with_the_courses_line(tmp_path):
