@@ -22,6 +22,7 @@ GRACE = 30  # seconds a stopped process gets to end by itself before its tree is
 
 _children = []  # the processes start() started that may still run
 _received = []  # the stop signals this command got, while inside stop_together()
+_starting = []  # non-empty while start() starts a process: a stop waits until it is known
 
 
 class Stopped(KeyboardInterrupt):
@@ -52,13 +53,14 @@ class TimeLimitReached(Exception):
 def _hand_on(signum, frame):
     """The command's handler of the stop signals: hand the signal on to every group start()
     made (SIGHUP as SIGTERM: a step ends on SIGTERM with its line), and raise Stopped the
-    first time (a second signal only hands itself on: the cleanup of the first goes on)."""
+    first time (a second signal only hands itself on: the cleanup of the first goes on).
+    While start() starts a process, start() raises it, once the process is known."""
     first = not _received
     _received.append(signum)
     for process in _children:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGTERM if signum == signal.SIGHUP else signum)
-    if first:
+    if first and not _starting:
         raise Stopped(signum)
 
 
@@ -80,14 +82,24 @@ def stop_together():
         _received.clear()
 
 
-def start(command, **popen):
-    """Start command (subprocess.Popen's arguments) in a process group of its own; return the
-    Popen. A stop signal the command gets inside stop_together() is handed on to it."""
-    process = subprocess.Popen(command, process_group=0, **popen)
-    process.started = time.monotonic()
-    _children.append(process)
+def start(command, started, **popen):
+    """Start command (subprocess.Popen's arguments) in a process group of its own, append its
+    Popen to the list started, and return it. A stop signal the command gets inside
+    stop_together() is handed on to it; one that arrives while it starts (after the fork,
+    before Popen returns, where raising would lose the process) is raised here, after."""
+    stops_before = len(_received)
+    _starting.append(command)
+    try:
+        process = subprocess.Popen(command, process_group=0, **popen)
+        process.started = time.monotonic()
+        _children.append(process)
+        started.append(process)
+    finally:
+        _starting.pop()
     if _received:  # told to stop while this was starting: it stops too
         os.killpg(process.pid, signal.SIGTERM)
+        if not stops_before:
+            raise Stopped(_received[0])
     return process
 
 
@@ -127,7 +139,7 @@ def run(commands, seconds=None):
         processes = []
         try:
             for args, popen in commands:
-                processes.append(start(args, **popen))
+                start(args, processes, **popen)
             wait(processes, seconds)
             return processes
         except KeyboardInterrupt as stop:

@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from common.errors import fail
+from common.forked_start import connect_after_all_forked
 from common.interrupt import report_stops
 from common.launcher_exit import become_launcher
 
@@ -316,3 +317,5 @@ def guard_launch(joins_processes, starts_processes=0):
         if starts_processes and notebook_launcher_starts_processes(starts_processes):
             # the processes it starts say why they stop; it adds no traceback after them
             become_launcher("notebook_launcher", watch=False)
+    if starts_processes and notebook_launcher_starts_processes(starts_processes):
+        connect_after_all_forked(starts_processes)  # common/forked_start.py says why

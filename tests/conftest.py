@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -68,10 +69,21 @@ def offline_env(**extra):
     return lab_environment(**extra)
 
 
-def run_command(command, timeout=600, **env):
-    """Run a command from the repository root; return the CompletedProcess (text output)."""
-    return subprocess.run(command, cwd=REPO, env=offline_env(**env), capture_output=True,
-                          text=True, timeout=timeout)
+def run_command(command, timeout=600, cwd=REPO, **env):
+    """Run a command (from the repository root unless cwd says); return the CompletedProcess
+    (text output). Past timeout seconds the command and every process it started are killed,
+    forked ones included (running.run; subprocess.run's timeout kills the command alone), and
+    the test fails saying so."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        popen = dict(cwd=cwd, env=offline_env(**env), stdout=out, stderr=err, text=True)
+        try:
+            [process] = running.run([(command, popen)], seconds=timeout)
+        except running.TimeLimitReached as late:
+            out.seek(0), err.seek(0)
+            pytest.fail(f"{' '.join(map(str, command))}: {late}, stopped with every process "
+                        f"it started\n{out.read()[-3000:]}\n{err.read()[-3000:]}")
+        out.seek(0), err.seek(0)
+        return subprocess.CompletedProcess(command, process.returncode, out.read(), err.read())
 
 
 def step_command(step, output_dir, *args):

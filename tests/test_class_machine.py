@@ -4,13 +4,12 @@ user (for the whole test session: conftest.port_29500_taken). The course's launc
 README prints them, run the same and give the same numbers.
 """
 
-import subprocess
 import sys
 
 import pytest
 
 from accelerate_course.lab_runs import SHORT_RUN
-from conftest import REPO, STEPS, offline_env, port_is_taken, read_metrics
+from conftest import STEPS, port_is_taken, read_metrics, run_command
 
 # what a student's `accelerate config` may have written: FSDP, debug mode, bf16, 4 processes
 HOSTILE_CONFIG = """\
@@ -52,8 +51,7 @@ def crowded(tmp_path_factory):
 
 def launch(words, tmp_path, timeout=600, **env):
     """Run a command from the repository root on the crowded machine; return its output."""
-    result = subprocess.run(words, cwd=REPO, env=offline_env(**env), capture_output=True,
-                            text=True, timeout=timeout)
+    result = run_command(words, timeout, **env)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     return result.stdout + result.stderr
 

@@ -24,7 +24,7 @@ import pytest
 import step3_mistakes
 from accelerate_course import check, exercise
 from accelerate_course.lab_runs import run_scripts
-from conftest import REPO, STEPS, offline_env
+from conftest import REPO, STEPS, offline_env, run_command
 
 # the hint that must name each variant's mistake, and the score it gets (out of 5 for lesson
 # 2, 10 for lessons 3 and 4): 0 where a check the lesson exists for fails
@@ -131,9 +131,8 @@ def test_every_hint_is_said_and_fits_the_lesson(lab_runs, step):
 # failing cleanly: before anything launches, and at the time limit ---------------------------
 
 def run_check(what, path, *flags, timeout=300, **env):
-    return subprocess.run([sys.executable, "-m", "accelerate_course.check", str(what), str(path),
-                           *flags], cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env=offline_env(**env))
+    return run_command([sys.executable, "-m", "accelerate_course.check", str(what), str(path),
+                        *flags], timeout, **env)
 
 
 @pytest.mark.runs

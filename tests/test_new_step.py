@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, offline_env
+from conftest import REPO, run_command
 
 NEW_LINE = ('    accelerator.print(f"{accelerator.num_processes} processes shared the evaluation")'
             '  # how many took part, said once')
@@ -79,11 +79,9 @@ def test_a_fifth_step_is_its_folder_one_record_and_its_pages(tmp_path):
         "accelerate_course/steps.py", "step5_said_once/README.md",
         "step5_said_once/README.zh-CN.md", "step5_said_once/train.py"]
 
-    env = offline_env(PYTHONPATH=str(course), OMP_NUM_THREADS="1", NO_COLOR="1")
-
     def run(*command, timeout=600):
-        done = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        done = run_command(command, timeout, cwd=course, PYTHONPATH=str(course),
+                           OMP_NUM_THREADS="1", NO_COLOR="1")
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return done.stdout
 

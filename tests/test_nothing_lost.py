@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import psutil
 import pytest
 
-from conftest import REPO, STEPS, offline_env, read_metrics, step_command
+from conftest import REPO, STEPS, offline_env, read_metrics, run_command, step_command
 from accelerate_course.commands import accelerate_launch
 
 pytestmark = pytest.mark.runs
@@ -27,8 +27,7 @@ RUNNER = [sys.executable, "-m", "accelerate_course.run_course"]
 
 
 def run(command, timeout=600, **env):
-    return subprocess.run(command, cwd=REPO, env=offline_env(**env), capture_output=True,
-                          text=True, timeout=timeout)
+    return run_command(command, timeout, **env)
 
 
 def last_line(result):
@@ -255,6 +254,16 @@ def test_a_world_size_left_in_the_shell_is_refused_in_one_line(tmp_path):
         f"--output-dir {tmp_path / 'out'} --max-train-steps 3"]
 
 
+def listens_on(process, port):
+    """Whether the process, or one it started, listens on the TCP port."""
+    try:
+        family = [psutil.Process(process.pid), *psutil.Process(process.pid).children(True)]
+        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                   for member in family for c in member.net_connections("tcp"))
+    except psutil.Error:
+        return False
+
+
 @pytest.mark.parametrize("launcher", ["torchrun", "accelerate launch"])
 def test_ctrl_c_stops_a_launch_that_waits_for_a_machine_within_seconds(tmp_path, launcher):
     # machine 0 of 2; machine 1 never comes: the launcher waits in its rendezvous (torchrun's
@@ -272,7 +281,10 @@ def test_ctrl_c_stops_a_launch_that_waits_for_a_machine_within_seconds(tmp_path,
                                cwd=REPO, env=offline_env(ACCELERATE_USE_CPU="1"),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                start_new_session=True)
-    time.sleep(15)  # past its imports: waiting for machine 1
+    deadline = time.monotonic() + 120
+    while not listens_on(process, int(port)) and time.monotonic() < deadline:
+        time.sleep(0.2)  # until it serves its rendezvous on the port: waiting for machine 1
+    time.sleep(1)
     family = [process.pid, *(p.pid for p in psutil.Process(process.pid).children(recursive=True))]
     os.killpg(process.pid, signal.SIGINT)  # Ctrl-C, as a terminal sends it
     start = time.monotonic()

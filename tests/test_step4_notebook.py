@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from conftest import REPO, read_metrics, run_step
+from conftest import REPO, read_metrics, run_command, run_step
 
 from accelerate_course.maintain import build_notebook
 
@@ -288,3 +288,34 @@ def test_a_second_launch_after_an_in_process_run_refuses(tmp_path):
     assert said[2].startswith("refused: To launch a multi-device training from your notebook, the "
                               "`Accelerator` should only be initialized inside your training "
                               "function."), said[2]
+
+
+@pytest.mark.runs
+def test_the_forked_processes_connect_only_once_all_are_forked(tmp_path):
+    # the gate that keeps notebook_launcher's forks apart from its store thread's name lookups
+    # (common/forked_start.py says why): 3 real forks, 0.5 s apart, as multiprocessing's fork
+    # start does them; each forked process notes when it goes on, the launcher when it forked
+    # the last one. Without the gate the first goes on about a second before the last fork.
+    script = tmp_path / "forks.py"
+    script.write_text(
+        "import json, multiprocessing, sys, time\n"
+        "from common.forked_start import connect_after_all_forked\n"
+        "def note(queue):\n"
+        "    queue.put(time.monotonic())\n"
+        "connect_after_all_forked(3)\n"
+        "context = multiprocessing.get_context('fork')\n"
+        "queue = context.Queue()\n"
+        "processes = []\n"
+        "for _ in range(3):\n"
+        "    processes.append(context.Process(target=note, args=(queue,)))\n"
+        "    processes[-1].start()\n"
+        "    last_fork = time.monotonic()\n"
+        "    time.sleep(0.5)\n"
+        "went_on = sorted(queue.get(timeout=60) for _ in processes)\n"
+        "for process in processes:\n"
+        "    process.join()\n"
+        "print(json.dumps({'last_fork': last_fork, 'went_on': went_on}))\n")
+    result = run_command([sys.executable, str(script)], timeout=120)
+    assert result.returncode == 0, result.stderr
+    times = json.loads(result.stdout)
+    assert min(times["went_on"]) >= times["last_fork"], times

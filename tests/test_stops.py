@@ -18,7 +18,7 @@ import time
 import psutil
 import pytest
 
-from conftest import REPO, STEPS, offline_env
+from conftest import REPO, STEPS, offline_env, run_command
 
 pytestmark = pytest.mark.runs
 
@@ -202,4 +202,55 @@ def test_sigterm_stops_make_test_classroom():
                                       COURSE_CLASSROOM_TEST="1")
     assert code == 128 + signal.SIGTERM, output[-3000:]
     assert "Stopped" in output and "passed" not in output.splitlines()[-1], output[-3000:]
+    assert left == []
+
+
+def test_a_signal_while_a_process_starts_stops_it_too(tmp_path):
+    # SIGTERM arrives after the fork, before subprocess.Popen returns (where a raised Stopped
+    # would lose the Popen, and with it the process): sent from inside Popen's
+    # _execute_child, right after the child exists; the started process must be stopped too,
+    # and the command must still end as stopped (test_sigterm_stops_make_test_classroom once
+    # left a grader running so, when the signal came as the next grading started)
+    script = tmp_path / "starting.py"
+    script.write_text(
+        "import os, signal, subprocess, sys\n"
+        "from accelerate_course import running\n"
+        "execute_child = subprocess.Popen._execute_child\n"
+        "def signalled_after_the_fork(self, *args):\n"
+        "    execute_child(self, *args)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "subprocess.Popen._execute_child = signalled_after_the_fork\n"
+        "try:\n"
+        "    running.run([([sys.executable, '-c', 'import time; time.sleep(60)'], {})])\n"
+        "except running.Stopped as stop:\n"
+        "    print('stopped by', stop.name)\n")
+    with open(tmp_path / "output", "w") as out:  # a file: a process left behind holds no pipe
+        process = subprocess.Popen([sys.executable, str(script)], cwd=REPO, env=offline_env(),
+                                   stdout=out, text=True, start_new_session=True)
+    process.wait(timeout=120)
+    output = (tmp_path / "output").read_text()
+    left = [command_line(p) for p in psutil.process_iter()
+            if "time.sleep(60)" in command_line(p)]
+    for member in psutil.process_iter():
+        if "time.sleep(60)" in command_line(member):
+            member.kill()
+    assert output.strip() == "stopped by SIGTERM"
+    assert left == []
+
+
+def test_a_test_past_its_time_limit_leaves_no_forked_process(tmp_path):
+    # conftest.run_command's time limit stops the command and what it forked (step 4's
+    # notebook_launcher forks its processes; subprocess.run's timeout killed the command alone,
+    # and the forked ones ran on)
+    token = f"forked-{tmp_path.name}"
+    script = ("import os, sys, time\n"
+              "if os.fork() == 0:\n"
+              "    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', "
+              f"'{token}'])\n"
+              "time.sleep(60)\n")
+    with pytest.raises(pytest.fail.Exception, match="still running after 2 s"):
+        run_command([sys.executable, "-c", script], timeout=2)
+    left = [p.pid for p in psutil.process_iter() if token in command_line(p)]
+    for pid in left:
+        psutil.Process(pid).kill()
     assert left == []
