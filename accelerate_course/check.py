@@ -404,34 +404,54 @@ def reference_script(grading):
 def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT):
     """Return the sets of runs that grading `candidates` ({name: path}) reads, {set name:
     {name: Run}}: each set not in `made` (sets run already, with the same flags and
-    candidates) is run now, in one launch."""
+    candidates) is run now, in one launch. Lessons 3 and 4 run the candidates first, and
+    nothing more once every one of them has stopped (each is graded by its own line)."""
     folder, made = Path(folder), made or {}
     reference = reference_script(grading)
     flags = grading.task.flags if grading.task else lab_runs.SHORT_RUN
     needed = {
-        2: {ONE_PROCESS: lambda: lab_runs.run_scripts(
-                2, {"step1": STEP_FILE[1], **candidates}, folder / "one", PREDICTING_RUN,
-                processes=1, launcher="accelerate", time_limit=time_limit, evaluate_alone=True),
+        2: {ONE_PROCESS: lambda: lab_runs.run_batches([one_process_batch(candidates, folder)],
+                                                      time_limit)[0],
             TWO_PROCESSES: lambda: lab_runs.run_scripts(
                 2, {REFERENCE: reference, **candidates}, folder / "two", time_limit=time_limit)},
         # the candidates in a launch of their own, before the reference's: a collective only
         # some of their processes join ends their launch (the others leave), instead of
         # meeting the reference's collectives
-        3: {TWO_PROCESSES: lambda: {
-                **lab_runs.run_scripts(3, candidates, folder / "yours", flags,
-                                        time_limit=time_limit),
-                **lab_runs.run_scripts(3, {REFERENCE: reference}, folder / "reference", flags,
-                                        time_limit=time_limit)},
+        3: {TWO_PROCESSES: lambda: reference_after(lab_runs.run_scripts(
+                3, candidates, folder / "yours", flags, time_limit=time_limit),
+                lambda: lab_runs.run_scripts(3, {REFERENCE: reference}, folder / "reference",
+                                             flags, time_limit=time_limit)),
             TWO_MACHINES: lambda: lab_runs.run_on_two_machines(
                 3, candidates, folder / "unseen",
                 grading.task.unseen_flags if grading.task else UNSEEN_FLAGS, time_limit)},
-        4: {STEP3_REFERENCE: lambda: lab_runs.run_scripts(
+        4: {TWO_PROCESSES: lambda: lab_runs.run_scripts(
+                4, candidates, folder / "two", step4_flags(folder), time_limit=time_limit),
+            STEP3_REFERENCE: lambda: lab_runs.run_scripts(
                 3, {REFERENCE: STEP_FILE[3]}, folder / "step3", step4_flags(folder),
-                time_limit=time_limit),
-            TWO_PROCESSES: lambda: lab_runs.run_scripts(
-                4, candidates, folder / "two", step4_flags(folder), time_limit=time_limit)},
+                time_limit=time_limit)},
     }[grading.lesson]
-    return {name: made[name] if name in made else run() for name, run in needed.items()}
+    runs = {}
+    for name, run in needed.items():
+        runs[name] = made[name] if name in made else run()
+        if grading.lesson > 2 and all(runs[TWO_PROCESSES][c].error for c in candidates):
+            break  # lessons 3 and 4 grade a stopped run by its own line: nothing to compare
+    return runs
+
+
+def one_process_batch(candidates, folder):
+    """Return the launch of lesson 2's ONE_PROCESS set, ready to run (lab_runs.LabBatch): step 1
+    and the candidates on 1 process, with PREDICTING_RUN's flags."""
+    return lab_runs.lab_batch(2, {"step1": STEP_FILE[1], **candidates}, Path(folder) / "one",
+                              PREDICTING_RUN, processes=1, launcher="accelerate",
+                              evaluate_alone=True)
+
+
+def reference_after(yours, reference):
+    """Return the candidates' runs and the reference's (reference() runs it), or the
+    candidates' alone when every one of them stopped."""
+    if all(run.error for run in yours.values()):
+        return yours
+    return {**yours, **reference()}
 
 
 def step4_flags(folder):
@@ -444,6 +464,8 @@ def step4_flags(folder):
 
 def grade(grading, name, runs):
     """Return the Checks of candidate `name` from runs_for(...)."""
+    if grading.lesson > 2 and runs[TWO_PROCESSES][name].error:
+        return stopped(runs[TWO_PROCESSES][name])  # its own line, before any comparison
     if grading.lesson == 2:
         return grade_lesson2(grading, runs[ONE_PROCESS][name], runs[TWO_PROCESSES][name],
                              runs[ONE_PROCESS]["step1"], runs[TWO_PROCESSES][REFERENCE])

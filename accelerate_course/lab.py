@@ -58,15 +58,17 @@ class WhatIf(NamedTuple):
     rows: list  # the what-if table's Rows
     invariant_rows: list  # the invariants table's rows (accelerate_course/invariants.py)
     measured: dict  # {run name: Run}: the lesson as "lesson", every variant, extra, invariant
+    beside: list = []  # the measurements of the caller's launches run beside (what_if's beside)
 
 
-def what_if(step, folder, names=None, extra=None, one=None):
+def what_if(step, folder, names=None, extra=None, one=None, beside=()):
     """Run a step and its variants (all, or those named), its invariants' runs, and any
     extra scripts ({name: path, or (path, env, flags)}: in the step's launch, not in the
     tables); return a WhatIf. The variants, the invariants' runs of 2 processes and the
     extras share one launch; then, side by side, the invariants' runs of 1 process (one:
-    {name: (path, env, flags)} that launch runs besides) and the variants of OWN_LAUNCH; then
-    the resumed runs, which read a state saved in those."""
+    {name: (path, env, flags)} that launch runs besides) and the variants of OWN_LAUNCH, and
+    `beside` (a caller's own launches, lab_runs.LabBatch: of 1 process, they would leave a
+    core idle alone); then the resumed runs, which read a state saved in those."""
     folder = Path(folder)
     scripts = variant_scripts(step, names, folder)
     alone = {name: scripts.pop(name) for name in OWN_LAUNCH.get(step, set()) & set(scripts)}
@@ -94,9 +96,12 @@ def what_if(step, folder, names=None, extra=None, one=None):
                        processes=2 if key == "after two" else 1,
                        launcher=None if key == "after two" else "accelerate")
              for key in ("after two", "after one") if key in by_batch]
-    for together in ([batch for group in rounds for batch in group], after):
-        for found in run_batches(together) if together else []:
-            measured.update(found)
+    first = [batch for group in rounds for batch in group]
+    found = run_batches([*first, *beside]) if first or beside else []
+    for runs in found[:len(first)]:
+        measured.update(runs)
+    for runs in run_batches(after) if after else []:
+        measured.update(runs)
     by_name = {v.name: v for v in variants(step)}
     extra_by_name = {run.name: run for run in extras}
     rows = []
@@ -118,4 +123,5 @@ def what_if(step, folder, names=None, extra=None, one=None):
         rows.append(Row(name, [f"{line[0]} {line[1:].strip()}" for line in changes[:3]],
                         max(0, len(changes) - 3), extra_run.setting if extra_run else None,
                         measured_cells(run), text, run.seconds))
-    return WhatIf(rows, invariants.rows(step, measured, measured["lesson"]), measured)
+    return WhatIf(rows, invariants.rows(step, measured, measured["lesson"]), measured,
+                  found[len(first):])

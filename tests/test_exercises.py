@@ -209,6 +209,24 @@ def test_processes_a_graded_file_starts_in_sessions_of_their_own_are_ended(tmp_p
 
 
 @pytest.mark.runs
+def test_a_file_whose_run_stops_is_graded_by_its_line_alone(tmp_path):
+    # lessons 3 and 4 grade a run that stopped by its own line, comparing nothing: so nothing
+    # else is run, neither the reference nor the unseen setting (make check answers in the
+    # time of one launch)
+    path = tmp_path / "train.py"
+    path.write_text(STEPS[3].read_text().replace(
+        "    guard_launch(joins_processes=True)",
+        "    raise SystemExit('error: this file stops here, on purpose')\n"
+        "    guard_launch(joins_processes=True)", 1))
+    grading = check.grading_of("3")
+    runs = check.runs_for(grading, {"yours": path}, tmp_path / "runs")
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["yours"]
+    assert list(runs) == [check.TWO_PROCESSES] and list(runs[check.TWO_PROCESSES]) == ["yours"]
+    [stopped] = check.grade(grading, "yours", runs)
+    assert "your file stopped with: error: this file stops here, on purpose" in stopped.hint
+
+
+@pytest.mark.runs
 def test_a_crash_says_the_line_of_the_file(lab_runs):
     # the crash's own last line, and where in the student's file it came from: no traceback
     [stopped] = lab_runs(3).graded["tolist_before_gather"]

@@ -217,10 +217,12 @@ def test_the_gpu_check_without_a_gpu_says_so_in_one_line():
 def test_a_rehearsal_of_the_gpu_check_on_a_cpu_says_no_for_every_gpu_row(tmp_path):
     # every row runs for real (3 optimizer steps) on this machine, which has no GPU: each
     # verdict comes from the row's own run (the device its step reports), so every row that
-    # needs the GPU says NO, and the one CPU row (the README's 2 CPU processes) holds
+    # needs the GPU says NO, and the one CPU row (the README's 2 CPU processes) holds; the
+    # rows of 1 process two at a time (no time is read here)
     from accelerate_course.commands import course_commands
     from accelerate_course.maintain import gpu_check
-    rows = gpu_check.check_rows(course_commands(1), ("--max-train-steps", "3"), tmp_path)
+    rows = gpu_check.check_rows(course_commands(1), ("--max-train-steps", "3"), tmp_path,
+                                together=2)
     assert [row.name for row in rows] == ["step1", "step2", "step3-gpu", "step3-cpu", "step4",
                                          "step4-1"]
     assert all(row.accuracy != "FAILED" for row in rows), rows  # each ran to its end

@@ -85,9 +85,11 @@ def on_cuda(metrics, output):
     return device_of(metrics, output).startswith("cuda")
 
 
-def check_rows(launches, step_flags, out):
+def check_rows(launches, step_flags, out, together=1):
     """Run every row (each as make course runs a step, its log in out/<row>/step<N>/train.log)
-    and return the Rows, each judged by its own run."""
+    and return the Rows, each judged by its own run. Each row runs alone, so that its time is
+    its own; with together=2 (a rehearsal on a CPU, where no time is read) rows of 1 process
+    run two at a time, side by side."""
     step = {n: f"{FOLDERS[n]}/train.py" for n in FOLDERS}
     one_gpu = StepCommand("accelerate launch", command_for(3, step[3], 1), {}, 1, "GPU 0")
     readme_step4 = StepCommand("notebook_launcher", command_for(4, step[4], 2), {}, 2, "as asked")
@@ -115,22 +117,38 @@ def check_rows(launches, step_flags, out):
          "1 process on the GPU", lambda m, o: on_cuda(m, o) and m["num_processes"] == 1, True,
          ("--num-processes", "1")),
     ]
-    judged = []
-    for name, how, launch, must, holds, needs_gpu, flags in rows:
-        run = StepRun(int(name[len("step")]), launch, [*step_flags, *flags], out / name)
-        run_round([run])
-        output = run.log.read_text(errors="replace")
-        results[name] = metrics = run.metrics
-        row = Row(name, how, device_of(metrics, output),
-                  str(metrics["num_processes"]) if metrics else "-",
-                  f"{metrics['accuracy']:.4f}" if metrics else "FAILED",
-                  f"{metrics['f1']:.4f}" if metrics else "-", run.seconds, must,
-                  metrics is not None and bool(holds(metrics, output)), needs_gpu)
-        judged.append(row)
-        print(markdown_row(row), flush=True)
-        if metrics is None:
-            print("    " + "\n    ".join(output.strip().splitlines()[-5:]), flush=True)
-    return judged
+    runs = {name: StepRun(int(name[len("step")]), launch, [*step_flags, *flags], out / name)
+            for name, _, launch, _, _, _, flags in rows}
+    alone = [name for name, _, launch, _, _, _, flags in rows if processes(launch, flags) == 1]
+    judged = {}
+    for first, *_ in rows:
+        if first in judged:
+            continue
+        group = [first, *[other for other in alone if other != first and other not in judged
+                          ][:together - 1]] if first in alone else [first]
+        run_round([runs[name] for name in group])
+        for name, how, launch, must, holds, needs_gpu, flags in rows:  # in the table's order
+            if name not in group:
+                continue
+            run = runs[name]
+            output = run.log.read_text(errors="replace")
+            results[name] = metrics = run.metrics
+            judged[name] = row = Row(
+                name, how, device_of(metrics, output),
+                str(metrics["num_processes"]) if metrics else "-",
+                f"{metrics['accuracy']:.4f}" if metrics else "FAILED",
+                f"{metrics['f1']:.4f}" if metrics else "-", run.seconds, must,
+                metrics is not None and bool(holds(metrics, output)), needs_gpu)
+            print(markdown_row(row), flush=True)
+            if metrics is None:
+                print("    " + "\n    ".join(output.strip().splitlines()[-5:]), flush=True)
+    return [judged[name] for name, *_ in rows]
+
+
+def processes(launch, flags):
+    """How many processes a row's run starts: its launch's, or the --num-processes it adds."""
+    return int(flags[flags.index("--num-processes") + 1]) if "--num-processes" in flags \
+        else launch.processes
 
 
 def markdown_row(row):

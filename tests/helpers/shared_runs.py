@@ -16,7 +16,9 @@ Per step (StepRuns), in order of what each property launches:
   mistakes a grader must fail, in the tests), and for step 3, step 4's reference (step 3
   with dropout off) when step 4's checks read runs too;
 - one: the one-process launch (step 1, step 2, step 3, and whatever the caller adds:
-  `on_one_process`), which the comparisons of steps 1-3 read;
+  `on_one_process`), which the comparisons of steps 1-3 read; where step 2's lab launch is
+  read too, it and the grader's one-process launch of step 2 run beside that lab's own
+  one-process launch, three launches of 1 process on the 2 cores;
 - two_machines (step 3): the setting no exercise shows (2 machines of 1 process, with the
   grader's flags for it) for the runs named in `unseen`, with whatever the caller adds to that
   launch (`on_two_machines`: in the tests, the README's command as 2 machines started by srun);
@@ -31,6 +33,9 @@ from accelerate_course import check, exercise, lab, lab_runs, patches
 from accelerate_course.steps import TRAIN_PY
 
 
+GRADED_STEP4_REFERENCE = "step 4's graded reference"  # in step 3's lab launch (see StepRuns)
+
+
 class StepRuns:
     """The lab's runs of one step (see the module's docstring), each launch made when first read."""
 
@@ -39,8 +44,9 @@ class StepRuns:
                  machine_env=None):
         """extra: {name: script, or (script, env, flags)} run in the step's lab launch beside
         its variants; unseen: the names graded again in step 3's unseen setting (none: grading
-        then runs every script there); step3_reference: a callable giving step 4's reference
-        run, or None (then grading step 4 runs it alone); selected: the steps whose checks
+        then runs every script there); step3_reference(name): a callable giving step 4's
+        reference runs from step 3's lab launch ("lesson without dropout" for the lab, and
+        GRADED_STEP4_REFERENCE for the grader), or None (then each runs alone); selected: the steps whose checks
         read runs in this session (a run that only another step's checks read is made only
         when they do); on_one_process: {name: (script, env, flags)} run last in the
         one-process launch (last: a run's process-wide settings cannot reach the others);
@@ -60,6 +66,8 @@ class StepRuns:
         self.extra.update(extra or {})
         if step == 3 and 4 in selected:  # step 4's reference, in step 3's launch
             self.extra["lesson without dropout"] = (TRAIN_PY[3], {}, lab_runs.lab_flags(4, folder))
+            # and the reference step 4's grading compares with (check.STEP3_REFERENCE)
+            self.extra[GRADED_STEP4_REFERENCE] = (TRAIN_PY[3], {}, check.step4_flags(folder))
         # the scripts graded besides the lesson: variants, exercise, and the extras that are
         # plain scripts (not a helper run with flags of its own, not the grader's reference)
         self.scripts = {**patches.variant_scripts(step, folder=folder),
@@ -68,9 +76,21 @@ class StepRuns:
         del self.scripts["lesson"]
         self.grading = check.grading_of(str(step)) if step > 1 else None
 
+    @property
+    def _beside(self):
+        """Step 2's launches of 1 process, when its lab launch is read in this session: the
+        one-process launch and the grader's (check.one_process_batch), run beside the lab's
+        own one-process invariants (lab.what_if's beside), three launches of 1 process on the
+        2 cores instead of one after another."""
+        if self.step != 2 or 2 not in self.selected:
+            return []
+        return [lab_runs.lab_batch(2, self.one_process_scripts, self.folder / "one",
+                                   processes=1, launcher="accelerate"),
+                check.one_process_batch(self.candidates, self.folder / "graded")]
+
     @functools.cached_property
     def _what_if(self):
-        return lab.what_if(self.step, self.folder, extra=self.extra)
+        return lab.what_if(self.step, self.folder, extra=self.extra, beside=self._beside)
 
     @property
     def rows(self):
@@ -87,19 +107,31 @@ class StepRuns:
         """{name: measuring.measure(...)} of every run of the step's lab launches."""
         return self._what_if.measured
 
+    @property
+    def one_process_scripts(self):
+        return {"step1": TRAIN_PY[1], "lesson": TRAIN_PY[2], "step3": TRAIN_PY[3],
+                **self.on_one_process}
+
+    @property
+    def candidates(self):
+        """The scripts the grader grades: the lesson and every other script."""
+        return {"lesson": TRAIN_PY[self.step], **self.scripts}
+
     @functools.cached_property
     def one(self):
         """The one-process launch, under accelerate launch (one thread): step 1, step 2
-        ("lesson"), step 3, and last `on_one_process`."""
-        return lab_runs.run_scripts(
-            2, {"step1": TRAIN_PY[1], "lesson": TRAIN_PY[2], "step3": TRAIN_PY[3],
-                **self.on_one_process}, self.folder / "one", processes=1, launcher="accelerate")
+        ("lesson"), step 3, and last `on_one_process`; beside step 2's lab launch when that
+        is read too (_beside)."""
+        if self.step == 2 and 2 in self.selected:
+            return self._what_if.beside[0]
+        return lab_runs.run_scripts(2, self.one_process_scripts, self.folder / "one",
+                                    processes=1, launcher="accelerate")
 
     @functools.cached_property
     def step3_without_dropout(self):
         """Step 3 on 2 processes with dropout off, the lab's flags (step 4's lesson compares
         with it): from step 3's lab launch when that launch is read anyway, else alone."""
-        made = self.step3_reference() if self.step3_reference else None
+        made = self.step3_reference("lesson without dropout") if self.step3_reference else None
         return made or lab_runs.run_scripts(3, {"lesson": TRAIN_PY[3]}, self.folder / "step3",
                                              lab_runs.lab_flags(4, self.folder))["lesson"]
 
@@ -123,12 +155,17 @@ class StepRuns:
         made = {}
         if self.step == 2:
             made[check.TWO_PROCESSES] = {**self.measured, check.REFERENCE: self.measured["lesson"]}
+            if self._what_if.beside:
+                made[check.ONE_PROCESS] = self._what_if.beside[1]
+        if self.step == 4 and self.step3_reference and self.step3_reference(
+                GRADED_STEP4_REFERENCE):
+            made[check.STEP3_REFERENCE] = {
+                check.REFERENCE: self.step3_reference(GRADED_STEP4_REFERENCE)}
         if self.step == 3:
             made[check.TWO_PROCESSES] = self.measured
             if self.unseen:
                 made[check.TWO_MACHINES] = {name: self.two_machines[name] for name in self.unseen}
-        candidates = {"lesson": TRAIN_PY[self.step], **self.scripts}
-        return check.runs_for(self.grading, candidates, self.folder / "graded", made)
+        return check.runs_for(self.grading, self.candidates, self.folder / "graded", made)
 
     @functools.cached_property
     def graded(self):
@@ -160,10 +197,10 @@ class SharedRuns:
                                        machine_env=machine_env)
         self.made = {}
 
-    def step3_reference(self):
-        """Step 4's reference (step 3 with dropout off), from step 3's lab launch when that
-        launch is read anyway; else None: grading step 4 then runs it alone."""
-        return self(3)["lesson without dropout"] if 3 in self.selected else None
+    def step3_reference(self, name):
+        """Step 4's reference `name` (step 3 with dropout off), from step 3's lab launch when
+        that launch is read anyway; else None: it then runs alone."""
+        return self(3)[name] if 3 in self.selected else None
 
     def __call__(self, step):
         if step not in self.made:
