@@ -433,7 +433,7 @@ def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT):
     runs = {}
     for name, run in needed.items():
         runs[name] = made[name] if name in made else run()
-        if grading.lesson > 2 and all(runs[TWO_PROCESSES][c].error for c in candidates):
+        if grading.lesson > 2 and every_run_stopped(runs[TWO_PROCESSES], candidates):
             break  # lessons 3 and 4 grade a stopped run by its own line: nothing to compare
     return runs
 
@@ -446,10 +446,15 @@ def one_process_batch(candidates, folder):
                               evaluate_alone=True)
 
 
+def every_run_stopped(runs, names):
+    """Return True if each of the named runs stopped (lessons 3 and 4 then compare nothing)."""
+    return all(runs[name].error for name in names)
+
+
 def reference_after(yours, reference):
     """Return the candidates' runs and the reference's (reference() runs it), or the
     candidates' alone when every one of them stopped."""
-    if all(run.error for run in yours.values()):
+    if every_run_stopped(yours, yours):
         return yours
     return {**yours, **reference()}
 

@@ -58,7 +58,7 @@ class WhatIf(NamedTuple):
     rows: list  # the what-if table's Rows
     invariant_rows: list  # the invariants table's rows (accelerate_course/invariants.py)
     measured: dict  # {run name: Run}: the lesson as "lesson", every variant, extra, invariant
-    beside: list = []  # the measurements of the caller's launches run beside (what_if's beside)
+    beside: tuple = ()  # the measurements of the caller's launches run beside (what_if's beside)
 
 
 def what_if(step, folder, names=None, extra=None, one=None, beside=()):
@@ -124,4 +124,4 @@ def what_if(step, folder, names=None, extra=None, one=None, beside=()):
                         max(0, len(changes) - 3), extra_run.setting if extra_run else None,
                         measured_cells(run), text, run.seconds))
     return WhatIf(rows, invariants.rows(step, measured, measured["lesson"]), measured,
-                  found[len(first):])
+                  tuple(found[len(first):]))

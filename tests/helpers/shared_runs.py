@@ -46,8 +46,8 @@ class StepRuns:
         its variants; unseen: the names graded again in step 3's unseen setting (none: grading
         then runs every script there); step3_reference(name): a callable giving step 4's
         reference runs from step 3's lab launch ("lesson without dropout" for the lab, and
-        GRADED_STEP4_REFERENCE for the grader), or None (then each runs alone); selected: the steps whose checks
-        read runs in this session (a run that only another step's checks read is made only
+        GRADED_STEP4_REFERENCE for the grader), or None (then each runs alone); selected:
+        the steps whose checks read runs in this session (a run that only another step's checks read is made only
         when they do); on_one_process: {name: (script, env, flags)} run last in the
         one-process launch (last: a run's process-wide settings cannot reach the others);
         on_two_machines: {name: (script, env, flags)} run in step 3's two-machine launch
@@ -77,12 +77,18 @@ class StepRuns:
         self.grading = check.grading_of(str(step)) if step > 1 else None
 
     @property
+    def _shares_one_process_round(self):
+        """Whether step 2's launches of 1 process run beside its lab's own (_beside): where
+        step 2's lab launch is read in this session."""
+        return self.step == 2 and 2 in self.selected
+
+    @property
     def _beside(self):
         """Step 2's launches of 1 process, when its lab launch is read in this session: the
         one-process launch and the grader's (check.one_process_batch), run beside the lab's
         own one-process invariants (lab.what_if's beside), three launches of 1 process on the
         2 cores instead of one after another."""
-        if self.step != 2 or 2 not in self.selected:
+        if not self._shares_one_process_round:
             return []
         return [lab_runs.lab_batch(2, self.one_process_scripts, self.folder / "one",
                                    processes=1, launcher="accelerate"),
@@ -122,7 +128,7 @@ class StepRuns:
         """The one-process launch, under accelerate launch (one thread): step 1, step 2
         ("lesson"), step 3, and last `on_one_process`; beside step 2's lab launch when that
         is read too (_beside)."""
-        if self.step == 2 and 2 in self.selected:
+        if self._shares_one_process_round:
             return self._what_if.beside[0]
         return lab_runs.run_scripts(2, self.one_process_scripts, self.folder / "one",
                                     processes=1, launcher="accelerate")
@@ -155,12 +161,12 @@ class StepRuns:
         made = {}
         if self.step == 2:
             made[check.TWO_PROCESSES] = {**self.measured, check.REFERENCE: self.measured["lesson"]}
-            if self._what_if.beside:
+            if self._shares_one_process_round:
                 made[check.ONE_PROCESS] = self._what_if.beside[1]
-        if self.step == 4 and self.step3_reference and self.step3_reference(
-                GRADED_STEP4_REFERENCE):
-            made[check.STEP3_REFERENCE] = {
-                check.REFERENCE: self.step3_reference(GRADED_STEP4_REFERENCE)}
+        reference = self.step3_reference(GRADED_STEP4_REFERENCE) \
+            if self.step == 4 and self.step3_reference else None
+        if reference:
+            made[check.STEP3_REFERENCE] = {check.REFERENCE: reference}
         if self.step == 3:
             made[check.TWO_PROCESSES] = self.measured
             if self.unseen:
