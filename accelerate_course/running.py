@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -67,8 +68,11 @@ def _hand_on(signum, frame):
 @contextlib.contextmanager
 def stop_together():
     """While inside: a stop signal is handed on to every process start() started, and raises
-    Stopped here. Nested uses share the outer one."""
-    if signal.getsignal(signal.SIGINT) is _hand_on:
+    Stopped here. Nested uses share the outer one. Outside the main thread, where Python
+    delivers no signal, it does nothing: the processes started there are stopped by the main
+    thread's handler (it hands a signal on to every process start() started) or by their owner."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is _hand_on:
         yield
         return
     previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
@@ -101,6 +105,11 @@ def start(command, started, **popen):
         if not stops_before:
             raise Stopped(_received[0])
     return process
+
+
+def still_running():
+    """Return the processes start() started whose run() has not ended yet (in any thread)."""
+    return list(_children)
 
 
 def tree(process):

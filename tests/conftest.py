@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
 import step3_mistakes  # tests/helpers/ (pytest's pythonpath, in pyproject.toml)
 from accelerate_course import running
 from accelerate_course.lab_runs import SHORT_RUN, checkpoint_without_dropout, lab_environment
+from ahead import THREAD, Ahead  # tests/helpers/
 from shared_runs import SharedRuns  # tests/helpers/
 from accelerate_course.steps import STEPS as RECORDS
 from accelerate_course.steps import TRAIN_PY
@@ -105,21 +107,28 @@ def assert_ok(result):
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
 
 
+def full_default_runs(folder):
+    """Full default runs (3 epochs, 1,377 optimizer steps) of steps 1 and 2, each with
+    `python stepN/train.py` on one thread, as `make course` runs them (so the README's numbers
+    are these): the two at once, one core each; {step: its metrics}."""
+    outputs = {step: open(folder / f"step{step}.out", "w+") for step in (1, 2)}
+    try:
+        processes = running.run([(step_command(step, folder / f"step{step}"), dict(
+            cwd=REPO, env=offline_env(OMP_NUM_THREADS="1"), stdout=out,
+            stderr=subprocess.STDOUT, text=True)) for step, out in outputs.items()], 900)
+        for (step, out), process in zip(outputs.items(), processes):
+            out.seek(0)
+            assert process.returncode == 0, out.read()[-3000:]
+    finally:
+        for out in outputs.values():
+            out.close()
+    return {step: read_metrics(folder / f"step{step}") for step in (1, 2)}
+
+
 @pytest.fixture(scope="session")
-def default_runs(tmp_path_factory):
-    """Full default runs (3 epochs, 1,377 optimizer steps) of steps 1 and 2, once per session,
-    each with `python stepN/train.py` on one thread, as `make course` runs them (so the
-    README's numbers are these): the two at once, one core each."""
-    runs = {}
-    for step in (1, 2):
-        out = tmp_path_factory.mktemp(f"step{step}_default")
-        runs[step] = (out, subprocess.Popen(
-            step_command(step, out), cwd=REPO, env=offline_env(OMP_NUM_THREADS="1"),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    for step, (out, process) in runs.items():
-        output, _ = process.communicate(timeout=900)
-        assert process.returncode == 0, output[-3000:]
-    return {step: read_metrics(out) for step, (out, _) in runs.items()}
+def default_runs(made_ahead):
+    """The full default runs of steps 1 and 2 (full_default_runs), once per session."""
+    return made_ahead(full_default_runs)
 
 
 @pytest.fixture(scope="session")
@@ -169,7 +178,7 @@ def selected_steps(session):
 @pytest.fixture(scope="session")
 def lab_runs(tmp_path_factory, request):
     """lab_runs(step) -> that step's runs (tests/helpers/shared_runs.py), made once per
-    session, each launch when a test first reads it."""
+    session, each launch when a test first reads it (or, for the grader's, ahead: see ahead)."""
     return SharedRuns(
         lambda step: tmp_path_factory.mktemp(f"lab_step{step}"), selected_steps(request.session),
         extra_for=step3_extras,
@@ -178,35 +187,86 @@ def lab_runs(tmp_path_factory, request):
         machine_env=slurm_task)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def ahead(request, tmp_path_factory):
+    """The session's Ahead (tests/helpers/ahead.py), which makes the shared runs that its
+    tests read later while other tests run, the one read last first: the full default runs,
+    each step's lab launch and the grader's runs (test_exercises.py), step 3's two-machine
+    launch, and what a test module names in MADE_AHEAD ({fixture name: function(folder)
+    whose result it returns})."""
+    tmp_path_factory.getbasetemp()  # made here: its first making is not safe in two threads
+    made = Ahead(tmp_path_factory.mktemp)
+    lab_runs = request.getfixturevalue("lab_runs")  # not a parameter: every test would read it
+    first_read = {}  # {key: (the index of the first test that reads it, make)}
+    for index, item in enumerate(request.session.items):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "default_runs" in fixtures:
+            first_read.setdefault(full_default_runs, (index, made.in_a_folder(full_default_runs)))
+        step = getattr(item, "callspec", None) and item.callspec.params.get("step")
+        if "lab_runs" in fixtures:  # a test of one step reads that step's runs
+            for read in [step] if step in lab_runs.selected else lab_runs.selected:
+                first_read.setdefault(f"step {read}",
+                                      (index, lambda read=read: lab_runs(read).measured))
+        if "lab_runs" in fixtures and item.path.name == "test_exercises.py" and step:
+            first_read.setdefault(f"graded {step}",
+                                  (index, lambda step=step: lab_runs(step).graded))
+        if "two_machines" in fixtures:
+            first_read.setdefault("two machines", (index, lambda: lab_runs(3).two_machines))
+        for fixture, function in getattr(getattr(item, "module", None), "MADE_AHEAD", {}).items():
+            if fixture in fixtures:
+                first_read.setdefault(function, (index, made.in_a_folder(function)))
+    for key, (_, make) in sorted(first_read.items(), key=lambda read: -read[1][0]):
+        made.add(key, make)
+    yield made
+    made.stop()
+
+
+@pytest.fixture(scope="session")
+def made_ahead(ahead):
+    """made_ahead(function) -> function(a new folder)'s result, once per session: made in
+    Ahead's thread if it was queued there (waited for if under way)."""
+    return lambda function: ahead.result(function, ahead.in_a_folder(function))
+
+
 # the fixtures whose values are real runs: a test that reads one is a run test
-RUN_FIXTURES = {"default_runs", "lab_runs", "two_machines", "readme_run", "three_processes"}
+RUN_FIXTURES = {"default_runs", "lab_runs", "two_machines", "readme_run", "three_processes",
+                "made_ahead"}
 
 
 def pytest_collection_modifyitems(items):
     """A test parametrized by `step` belongs to that step's lesson: make test STEP=N runs it
     (the README's own tests aside: they check the README, not a lesson). A test that reads a
-    run fixture is a run test (marker `runs`), as are those marked so by hand."""
+    run fixture is a run test (marker `runs`), as are those marked so by hand; those that
+    read a run fixture run last, after every other test (see ahead)."""
     for item in items:
         step = getattr(item, "callspec", None) and item.callspec.params.get("step")
         if step in RECORDS and item.path.name != "test_readme.py":
             item.add_marker(getattr(pytest.mark, f"step{step}"))
         if RUN_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.runs)
+    # the tests that read shared runs last: the runs are made ahead while the others run
+    items.sort(key=lambda item: bool(RUN_FIXTURES & set(getattr(item, "fixturenames", ()))))
 
 
 @pytest.fixture(autouse=True)
 def unit_tests_start_no_process(request, monkeypatch):
     """A test not marked `runs` is a unit test, and make test-unit runs those alone, in
-    seconds: starting a process (subprocess, multiprocessing) fails it, naming the marker."""
+    seconds: starting a process (subprocess, multiprocessing) fails it, naming the marker
+    (Ahead's thread, which makes later tests' runs meanwhile, starts its own)."""
     if request.node.get_closest_marker("runs"):
         return
 
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"{request.node.nodeid} starts a process: a run test, so mark it "
-                             "@pytest.mark.runs")
+    def refused(start):
+        def refuse(self, *args, **kwargs):
+            if threading.current_thread().name.startswith(THREAD):
+                return start(self, *args, **kwargs)
+            raise AssertionError(f"{request.node.nodeid} starts a process: a run test, so "
+                                 "mark it @pytest.mark.runs")
+        return refuse
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
-    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    monkeypatch.setattr(subprocess.Popen, "__init__", refused(subprocess.Popen.__init__))
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start",
+                        refused(multiprocessing.process.BaseProcess.start))
 
 
 def slurm_task(rank):

@@ -71,13 +71,20 @@ def test_two_processes_evaluate_like_one_process(lab_runs):
     check_two_or_three(runs["lesson"], runs.folder / "runs" / "lesson", 2)
 
 
-@pytest.fixture(scope="module")
-def three_processes(tmp_path_factory):
+def run_on_three_processes(folder):
     """Step 3 and the grid of sizes on 3 processes, in one launch of the README's command."""
-    folder = tmp_path_factory.mktemp("three")
     runs = run_scripts(3, {"lesson": STEPS[3], "grid": (GRID, {}, ["--processes", "3"])},
-                           folder, processes=3)
+                       folder, processes=3)
     return runs, folder
+
+
+# made while other tests run (tests/helpers/ahead.py)
+MADE_AHEAD = {"three_processes": run_on_three_processes}
+
+
+@pytest.fixture(scope="module")
+def three_processes(made_ahead):
+    return made_ahead(run_on_three_processes)
 
 
 def test_three_processes_evaluate_like_one_process(three_processes):

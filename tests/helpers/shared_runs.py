@@ -10,6 +10,9 @@ processes), and a launch that nothing reads is never made:
     runs(3).measured["lesson"]                     # step 3's lab launch, made now
     runs(3).graded["exercise"]                     # + the grader's other settings, made now
 
+A launch may also be made ahead, in tests/helpers/ahead.py's thread, while other tests run:
+each property is made once, under its StepRuns' lock, and a test that reads it meanwhile waits.
+
 Per step (StepRuns), in order of what each property launches:
 - measured: the step and its what-if variants in one launch (lab.what_if), with the step's
   exercise beside them, and whatever the caller adds (`extra`: step 3's grid of sizes and the
@@ -28,12 +31,26 @@ Per step (StepRuns), in order of what each property launches:
 """
 
 import functools
+import threading
 
 from accelerate_course import check, exercise, lab, lab_runs, patches
 from accelerate_course.steps import TRAIN_PY
 
 
 GRADED_STEP4_REFERENCE = "step 4's graded reference"  # in step 3's lab launch (see StepRuns)
+
+
+def made_once(method):
+    """A property made once per StepRuns, under its lock: what one thread (the tests', or
+    tests/helpers/ahead.py's) is making, another waits for instead of making it again."""
+    @property
+    @functools.wraps(method)
+    def made(self):
+        with self.lock:
+            if method.__name__ not in self.made:
+                self.made[method.__name__] = method(self)
+            return self.made[method.__name__]
+    return made
 
 
 class StepRuns:
@@ -54,6 +71,7 @@ class StepRuns:
         besides; machine_env(rank): what else each machine's launcher sees there (a
         cluster's variables), as lab_runs.run_on_two_machines takes it."""
         self.step, self.folder, self.unseen = step, folder, list(unseen)
+        self.lock, self.made = threading.RLock(), {}
         self.on_one_process = on_one_process or {}
         self.on_two_machines, self.machine_env = on_two_machines or {}, machine_env
         self.step3_reference, self.selected = step3_reference, selected
@@ -94,7 +112,7 @@ class StepRuns:
                                    processes=1, launcher="accelerate"),
                 check.one_process_batch(self.candidates, self.folder / "graded")]
 
-    @functools.cached_property
+    @made_once
     def _what_if(self):
         return lab.what_if(self.step, self.folder, extra=self.extra, beside=self._beside)
 
@@ -123,7 +141,7 @@ class StepRuns:
         """The scripts the grader grades: the lesson and every other script."""
         return {"lesson": TRAIN_PY[self.step], **self.scripts}
 
-    @functools.cached_property
+    @made_once
     def one(self):
         """The one-process launch, under accelerate launch (one thread): step 1, step 2
         ("lesson"), step 3, and last `on_one_process`; beside step 2's lab launch when that
@@ -133,7 +151,7 @@ class StepRuns:
         return lab_runs.run_scripts(2, self.one_process_scripts, self.folder / "one",
                                     processes=1, launcher="accelerate")
 
-    @functools.cached_property
+    @made_once
     def step3_without_dropout(self):
         """Step 3 on 2 processes with dropout off, the lab's flags (step 4's lesson compares
         with it): from step 3's lab launch when that launch is read anyway, else alone."""
@@ -141,7 +159,7 @@ class StepRuns:
         return made or lab_runs.run_scripts(3, {"lesson": TRAIN_PY[3]}, self.folder / "step3",
                                              lab_runs.lab_flags(4, self.folder))["lesson"]
 
-    @functools.cached_property
+    @made_once
     def two_machines(self):
         """Step 3 on 2 machines of 1 process each, in one launch: the scripts named in
         `unseen` with the grader's flags for it (check.UNSEEN_FLAGS), and `on_two_machines`
@@ -151,7 +169,7 @@ class StepRuns:
                                              self.folder / "two_machines", check.UNSEEN_FLAGS,
                                              machine_env=self.machine_env)
 
-    @functools.cached_property
+    @made_once
     def runs(self):
         """Everything grading reads (check.runs_for), the run sets made already with the
         grader's flags passed in: the lab's launch of 2 processes for steps 2 and 3 (its
@@ -173,7 +191,7 @@ class StepRuns:
                 made[check.TWO_MACHINES] = {name: self.two_machines[name] for name in self.unseen}
         return check.runs_for(self.grading, self.candidates, self.folder / "graded", made)
 
-    @functools.cached_property
+    @made_once
     def graded(self):
         """{name: the grader's checks} for the lesson and every other script."""
         return {name: check.grade(self.grading, name, self.runs)
@@ -201,7 +219,7 @@ class SharedRuns:
         self.on_one_process = on_one_process
         self.step3_two_machines = dict(unseen=unseen, on_two_machines=on_two_machines,
                                        machine_env=machine_env)
-        self.made = {}
+        self.made, self.lock = {}, threading.Lock()
 
     def step3_reference(self, name):
         """Step 4's reference `name` (step 3 with dropout off), from step 3's lab launch when
@@ -209,11 +227,13 @@ class SharedRuns:
         return self(3)[name] if 3 in self.selected else None
 
     def __call__(self, step):
-        if step not in self.made:
-            folder = self.folder_for(step)
-            self.made[step] = StepRuns(step, folder, self.extra_for(step, folder),
-                                       step3_reference=self.step3_reference if step == 4 else None,
-                                       selected=self.selected,
-                                       on_one_process=self.on_one_process if step == 2 else None,
-                                       **(self.step3_two_machines if step == 3 else {}))
-        return self.made[step]
+        with self.lock:  # tests/helpers/ahead.py's thread may ask for it too
+            if step not in self.made:
+                folder = self.folder_for(step)
+                self.made[step] = StepRuns(
+                    step, folder, self.extra_for(step, folder),
+                    step3_reference=self.step3_reference if step == 4 else None,
+                    selected=self.selected,
+                    on_one_process=self.on_one_process if step == 2 else None,
+                    **(self.step3_two_machines if step == 3 else {}))
+            return self.made[step]
