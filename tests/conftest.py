@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parent.parent
 GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
 import step3_mistakes  # tests/helpers/ (pytest's pythonpath, in pyproject.toml)
 from accelerate_course import running
-from accelerate_course.lab_runs import SHORT_RUN, checkpoint_without_dropout, lab_environment
+from accelerate_course.lab_runs import (SHORT_RUN, checkpoint_without_dropout, lab_environment,
+                                        run_within)
 from ahead import THREAD, Ahead  # tests/helpers/
 from shared_runs import SharedRuns  # tests/helpers/
 from accelerate_course.steps import STEPS as RECORDS
@@ -111,17 +112,10 @@ def full_default_runs(folder):
     """Full default runs (3 epochs, 1,377 optimizer steps) of steps 1 and 2, each with
     `python stepN/train.py` on one thread, as `make course` runs them (so the README's numbers
     are these): the two at once, one core each; {step: its metrics}."""
-    outputs = {step: open(folder / f"step{step}.out", "w+") for step in (1, 2)}
-    try:
-        processes = running.run([(step_command(step, folder / f"step{step}"), dict(
-            cwd=REPO, env=offline_env(OMP_NUM_THREADS="1"), stdout=out,
-            stderr=subprocess.STDOUT, text=True)) for step, out in outputs.items()], 900)
-        for (step, out), process in zip(outputs.items(), processes):
-            out.seek(0)
-            assert process.returncode == 0, out.read()[-3000:]
-    finally:
-        for out in outputs.values():
-            out.close()
+    done = run_within([(step_command(step, folder / f"step{step}"),
+                        offline_env(OMP_NUM_THREADS="1")) for step in (1, 2)], 900)
+    for output, code in done:
+        assert code == 0, output[-3000:]
     return {step: read_metrics(folder / f"step{step}") for step in (1, 2)}
 
 
@@ -238,14 +232,16 @@ def pytest_collection_modifyitems(items):
     (the README's own tests aside: they check the README, not a lesson). A test that reads a
     run fixture is a run test (marker `runs`), as are those marked so by hand; those that
     read a run fixture run last, after every other test (see ahead)."""
+    readers = set()
     for item in items:
         step = getattr(item, "callspec", None) and item.callspec.params.get("step")
         if step in RECORDS and item.path.name != "test_readme.py":
             item.add_marker(getattr(pytest.mark, f"step{step}"))
         if RUN_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.runs)
+            readers.add(item)
     # the tests that read shared runs last: the runs are made ahead while the others run
-    items.sort(key=lambda item: bool(RUN_FIXTURES & set(getattr(item, "fixturenames", ()))))
+    items.sort(key=lambda item: item in readers)
 
 
 @pytest.fixture(autouse=True)
