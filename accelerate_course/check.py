@@ -239,7 +239,6 @@ def close(a, b, tolerance=1e-4):
 CRASH_MEANINGS = [
     ("Mismatch in the number of predictions", "meaning.labels_not_gathered"),
     ("Unsupported types", "meaning.not_a_tensor"),
-    ("lost another process", "meaning.collective_not_joined"),  # common/interrupt.py's line
     ("by peer", "meaning.collective_not_joined"),  # gloo's "Connection closed by peer"
 ]
 

@@ -103,7 +103,7 @@ def course_commands(gpus, tpu=False, processes=2, launcher="accelerate", mps=Fal
     one_thread = {"OMP_NUM_THREADS": "1"}
     no_xla = {"USE_TORCH_XLA": "0"} if tpu else {}
     # CPU processes on a machine with a GPU never see it: Accelerate's barrier would ask for
-    # GPU <local rank> (common/launch.py hide_gpus says why)
+    # GPU <local rank> (docs/gpu.md says why; common/launch.py refuses such a launch)
     hidden = {"CUDA_VISIBLE_DEVICES": ""} if gpus else {}
     cpu_env = {} if on_gpus else {"ACCELERATE_USE_CPU": "1", **one_thread, **no_xla, **hidden}
     single = ("1 process on GPU 0" if gpus and not tpu else
@@ -147,8 +147,8 @@ def own_processes(number, script, n, tpu, gpus, on_gpus, where, cpu_env, cpu_thr
     (notebook_launcher): see course_commands."""
     words = command_for(number, script, n) + STEPS[number].process_flags(n)
     if xla is None:
-        from common.launch import torch_xla_installed
-        xla = torch_xla_installed()
+        from common.launch import xla_installed
+        xla = xla_installed()
     if tpu_branch is None:  # notebook_launcher's own test (accelerate/launchers.py)
         from common.launch import in_kaggle
         tpu_branch = in_kaggle()

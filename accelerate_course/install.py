@@ -145,7 +145,10 @@ def pip_commands(venv_python, build, index):
     if index:  # torch alone from PyTorch's index, then the rest from pip's usual ones
         commands.append([*pip, pinned_torch(), "--index-url", index])
     commands.append([*pip, "-r", str(REPO / "requirements.txt")])
-    commands.append([*pip, "--no-deps", "-e", str(REPO)])
+    # editable, as one plain path line in the environment (setuptools' compat mode), not an
+    # import hook: the course's folder on sys.path, and nothing run when Python starts
+    commands.append([*pip, "--no-deps", "-e", str(REPO), "--config-settings",
+                     "editable_mode=compat"])
     return commands
 
 
@@ -193,23 +196,7 @@ def main():
                      f"{done.returncode}, its lines above say why)")
     installed = subprocess.run([str(python), "-c", "import importlib.metadata as m; "
                                 "print(m.version('torch'))"], capture_output=True, text=True)
-    write_launcher_line(python)
     print(f"install: installed torch {installed.stdout.strip()} into {args.venv}")
-
-
-# a .pth file's line runs when any Python of the environment starts (the site module): in a
-# launcher's process, it makes it end with the course's one line (common/launcher_exit.py);
-# where the course is not importable, it does nothing
-LAUNCHER_LINE = ("import sys; exec('try:\\n import common.launcher_exit as m\\n m.install()\\n"
-                 "except ImportError:\\n pass')\n")
-
-
-def write_launcher_line(python):
-    """Write course_launchers.pth into the environment's site-packages."""
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; "
-                              "print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    (Path(purelib) / "course_launchers.pth").write_text(LAUNCHER_LINE)
 
 
 if __name__ == "__main__":

@@ -81,16 +81,12 @@ def what_if(step, folder, names=None, extra=None, one=None, beside=()):
     scripts.update(by_batch.get("two", {}))
     scripts.update(extra or {})
     flags = lab_flags(step, folder)
-    # a step whose record says so (step 3) is launched as a student first launches it on a
-    # machine without a GPU, without ACCELERATE_USE_CPU=1: the course's launch check joins them
-    measured = run_scripts(step, scripts, folder / "runs", flags,
-                           use_cpu=STEPS[step].lab_says_cpu)
+    measured = run_scripts(step, scripts, folder / "runs", flags)
     rounds = [
         [lab_batch(step, {**by_batch.get("one", {}), **(one or {})},
                    folder / "invariants/one", processes=1, launcher="accelerate")]
         if by_batch.get("one") or one else [],
-        [lab_batch(step, alone, folder / "alone", flags,
-                   use_cpu=STEPS[step].lab_says_cpu)] if alone else [],
+        [lab_batch(step, alone, folder / "alone", flags)] if alone else [],
     ]
     after = [lab_batch(step, by_batch[key], folder / "invariants" / key.replace(" ", "-"),
                        processes=2 if key == "after two" else 1,

@@ -18,7 +18,7 @@ from accelerate_course import running
 from accelerate_course.commands import command_for
 from accelerate_course.measuring import measure_batch
 from accelerate_course.steps import REPO, STEPS
-from common.launch import free_port
+from common.cli import free_port
 
 
 DRIVER = Path(__file__).resolve().parent / "lab_driver.py"
@@ -54,9 +54,7 @@ def how_launched(step):
     n = record.lab_processes
     if n == 1:
         return "1 process (python)"
-    how = ("notebook_launcher" if record.started_by == "itself" else
-           "accelerate launch" if record.lab_says_cpu else
-           "accelerate launch, the course's config, without ACCELERATE_USE_CPU")
+    how = "notebook_launcher" if record.started_by == "itself" else "accelerate launch"
     return f"{n} CPU processes ({how})" + ("" if record.lab_dropout else ", dropout off")
 
 
@@ -154,13 +152,14 @@ def run_batches(batches, time_limit=900):
 def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
                         launcher="accelerate", machine_env=None):
     """Run scripts as run_scripts does, as 2 machines of 1 process each on 127.0.0.1, one
-    launcher per "machine": accelerate launch --num_machines 2 on the CPU (ACCELERATE_USE_CPU=1,
-    as the README's command), or torchrun --nnodes 2 (with one thread per process, which
-    accelerate launch sets by itself); machine_env(rank): what else that machine's launcher
-    sees (a cluster's variables). Return {name: measurement}."""
+    launcher per "machine": accelerate launch --num_machines 2 or torchrun --nnodes 2, on the
+    CPU (ACCELERATE_USE_CPU=1, as the README's command; torchrun with one thread per process,
+    which accelerate launch sets by itself); machine_env(rank): what else that machine's
+    launcher sees (a cluster's variables). Return {name: measurement}."""
     batch_path = write_batch(step, scripts, folder, flags, 2)
     port = free_port()
-    env = {"ACCELERATE_USE_CPU": "1"} if launcher == "accelerate" else {"OMP_NUM_THREADS": "1"}
+    env = {"ACCELERATE_USE_CPU": "1", **({} if launcher == "accelerate" else
+                                          {"OMP_NUM_THREADS": "1"})}
     launches = [(command_for(step, DRIVER, 2, launcher, machine=(rank, port)) + [str(batch_path)],
                  lab_environment(**env, **(machine_env(rank) if machine_env else {})))
                 for rank in (0, 1)]

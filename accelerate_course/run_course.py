@@ -27,7 +27,7 @@ from accelerate_course import running
 from accelerate_course.commands import course_commands, rounds
 from accelerate_course.machine import cores, machine, refuse_windows
 from accelerate_course.steps import FOLDERS, REPO, STEPS
-from common.launch import settings_that_change_the_numbers
+from common.settings import settings_that_change_the_numbers
 
 IDENTICAL_FIELDS = ("predictions", "train_losses", "accuracy", "f1")
 
@@ -126,7 +126,7 @@ def run_round(runs):
 def compare(earlier, later, tolerance):
     """Return (verdict, holds): 'identical', 'within 0.05 (largest difference 0.0123)', or
     what differs, and which setting of the environment the later step read that the earlier
-    did not (the steps write them into metrics.json: common.launch.NEUTRAL)."""
+    did not (the steps write them into metrics.json: common.settings.NEUTRAL)."""
     if all(earlier[f] == later[f] for f in IDENTICAL_FIELDS):
         return "identical", True
     largest = max(abs(earlier[f] - later[f]) for f in ("accuracy", "f1"))

@@ -37,9 +37,6 @@ class Step(NamedTuple):
     # how far its accuracy and F1 may be from the step before's in make course (IDENTICAL,
     # or a largest difference); the first step has no step before
     within: float | None = IDENTICAL
-    # its lab runs (what-if, invariants, grader): launched without ACCELERATE_USE_CPU=1, as a
-    # student first types the launch (the course's launch check joins them), when False
-    lab_says_cpu: bool = True
     # its lab runs use the checkpoint copy without dropout, when False (see lab_runs)
     lab_dropout: bool = True
     # its line in make course's loss plot: matplotlib's line style and width
@@ -72,7 +69,7 @@ STEPS = {step.number: step for step in [
     Step(1, "step1_plain_loop", "python", joins_processes=False, plot=("-", 3.5)),
     Step(2, "step2_accelerate", "python", joins_processes=True, budget=20, plot=("--", 1.5)),
     Step(3, "step3_distributed_eval", "a launcher", joins_processes=True, budget=25,
-         within=0.05, lab_says_cpu=False, plot=("-", 2.5)),
+         within=0.05, plot=("-", 2.5)),
     Step(4, "step4_tpu_notebook", "itself", joins_processes=True, budget=30, within=0.05,
          lab_dropout=False, plot=(":", 2.0)),
 ]}

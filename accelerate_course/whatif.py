@@ -7,8 +7,7 @@ Each variant is a patch beside its step (stepN_*/whatif/<name>.patch) that takes
 line out, or does it the other common way; it is applied to a copy, never to the step. The
 step and its variants run for real, as short runs (30 optimizer steps), steps 2 and 3 on 2
 CPU processes started by accelerate launch, step 4 on the 2 processes its notebook_launcher
-starts (step 3's launched without ACCELERATE_USE_CPU=1, as a student first types it: the
-course's launch check joins them). For each: the change, what was measured (processes, and
+starts. For each: the change, what was measured (processes, and
 how many believed they were alone; pairs each scored; accuracy; metrics.json writes; whether
 the processes ended with the same weights), the verdict against the lesson, the training time.
 Then the invariants of steps 2 and 3 (accelerate_course/invariants.py): mixed precision,

@@ -117,6 +117,13 @@ def parse_args(argv=None, description=None, settings=None):
     check_dataset_name(args.dataset)
     check_cache_folders()
     check_output_dir(args.output_dir)
+    check_port(args.port)
+    if args.dataset not in ("embedded", "embedded-sst2"):
+        # a dataset the course does not ship is read and checked now, by every process before
+        # any joins the others: a bad row then stops each of them in one line, where inside
+        # main_process_first the main process would stop alone and its peers lose it
+        from common.data import load_splits
+        load_splits(args.dataset)
     return args
 
 
@@ -180,6 +187,28 @@ def check_cache_folders():
 # the space a run's results may take: metrics.json of a full default run is about 45 KiB
 # (its 1,377 losses and 408 predictions), a course run's log about as much; with a margin
 NEEDED_SPACE = 1024 * 1024
+
+
+def free_port() -> int:
+    """Return a TCP port nothing listens on now (29500, the launchers' default, may be another
+    user's)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def check_port(port):
+    """Exit with one error line if port (not 0) is one that another program listens on."""
+    import socket
+    with socket.socket() as probe:
+        # as torch's store binds: a port that a closed connection still holds is free to it
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("", port))
+        except OSError:
+            fail(f"port {port} is taken on this machine (another run, or another user's, "
+                 "listens on it); run again with --port 0 to use a free port")
 
 
 def check_output_dir(folder):

@@ -1,321 +1,241 @@
-"""Is this process the run its launcher was asked for? Answered before any data or model loads.
-
-A multi-process launch can silently run as something else, and then every number it prints
-looks fine and is wrong. Measured with accelerate 1.15 and torch 2.13 on a machine without
-a GPU:
-- `accelerate launch --num_processes 2 train.py` starts the script once, as one process;
-- `accelerate launch --multi_gpu --num_processes 2 train.py` and `torchrun --nproc_per_node 2
-  train.py` start two processes, but without ACCELERATE_USE_CPU=1 Accelerate finds no GPU
-  and makes each of them a run of its own, on all the data.
-And read in the sources, simulated here: on a machine with fewer GPUs than processes,
-Accelerate puts process i on GPU i % GPUs (state.py), two processes share a GPU, and NCCL
-stops at the first collective ("Duplicate GPU detected").
-
-Every step's main() calls guard_launch() right after parse_args(). It reads what the
-launchers leave in the environment (torchrun and `accelerate launch --multi_gpu` set
-WORLD_SIZE, LOCAL_WORLD_SIZE and RANK; `accelerate launch` on one process sets MASTER_ADDR
-only when it was asked for more than one) and what step 4's own notebook_launcher will
-start, and either says what is wrong in one line, or puts processes that have no GPU of their
-own on the CPU (gloo) by setting ACCELERATE_USE_CPU=1, which Accelerate reads when the script
-creates its first Accelerator, and says so. Where the environment cannot tell (a student's
-own `accelerate launch` that fell back to one process), it reads the launcher's command line
-and environment, in one place: the_launcher.
+"""Is this process the run its launch asked for? Checked before any data or model loads: it
+only looks and tells, sets no environment variable and patches nothing. A launch that needs a
+setting stops with one `error:` line that gives the whole command to type. The traps it
+catches, and how each was measured: docs/launching.md. From the check on, a stop signal ends
+each of the course's processes in one line.
 """
 
-import importlib.util
 import os
 import re
+import select
+import shlex
+import signal
 import sys
 from pathlib import Path
 
 from common.errors import fail
-from common.forked_start import connect_after_all_forked
-from common.interrupt import report_stops
-from common.launcher_exit import become_launcher
+from common.settings import say_settings
 
-# the fix to print: the course's own config file (configs/), which, given with --config_file,
-# is the only file accelerate launch reads, so a user's default config changes nothing
-CPU_LAUNCH = ("ACCELERATE_USE_CPU=1 accelerate launch --config_file "
-              "configs/cpu-2-processes.yaml --num_processes {n}")
+CPU_CONFIG = "configs/cpu-2-processes.yaml"  # given with --config_file, the one file read
+PROCESSES = r"--(?:num[_-]processes|nproc[_-]per[_-]node)"  # a launcher's flag for N
+WSL = ("on Windows, run the course in WSL (Windows Subsystem for Linux): in PowerShell, wsl "
+       "--install; then, in its Ubuntu terminal, clone the course and run it there")
 
 
-def flag_is_set(name):
-    """Return True if the environment variable name is set to a true value (1, true, yes)."""
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "y", "on")
+def check_launch(joins_processes: bool, starts_processes: int = 0) -> None:
+    """Stop with one error line unless this process is the run its launch asked for.
+    joins_processes: False for the plain loop (step 1), which N processes run as N trainings;
+    starts_processes: how many processes step 4's notebook_launcher starts (0: a launcher's)."""
+    problem = launch_problem(joins_processes) or start_problem(starts_processes)
+    if problem:
+        fail(problem)
+    if joins_processes:  # the steps that make an Accelerator, which reads these settings
+        say_settings(flag_is_set("ACCELERATE_USE_CPU") or not (gpus_here() or xla_installed()))
+    if "ipykernel" not in sys.modules:  # a notebook's kernel handles its own interrupts
+        stop_in_one_line()
+    if notebook_launcher_starts_processes(starts_processes):
+        connect_after_all_forked(starts_processes)
 
 
-def gpus_here():
-    """Return the number of CUDA GPUs this process can see (0 when there is none). Counted
-    through NVML, which does not initialise CUDA, so a fork after it still works (torch 2.13,
-    torch/cuda/__init__.py device_count)."""
-    import torch
-    return torch.cuda.device_count()
-
-
-def mps_here():
-    """Return True where Apple's GPU (mps) can be used."""
-    import torch
-    return torch.backends.mps.is_available()
-
-
-def free_port():
-    """Return a TCP port on this machine that nothing listens on right now (for a launch on a
-    shared machine, where the default 29500 may be another user's)."""
-    import socket
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
-def torch_xla_installed():
-    """Return True if torch_xla can be imported here (then Accelerate runs on XLA devices)."""
-    return importlib.util.find_spec("torch_xla") is not None
-
-
-def the_launcher():
-    """Return the parent process's (the launcher's) command line, as words ([] where it cannot
-    be read), and the environment it was started with, as a dict (None where it cannot be
-    read: not Linux, or not allowed).
-
-    The one place this guard reads its parent, a student's own launcher, because only the
-    parent knows two things: how many processes `accelerate launch` was asked for when its
-    one-process fallback (no --multi_gpu) started this script once, with nothing in this
-    process's environment saying N; and whether a MASTER_ADDR here was set by that launcher or
-    exported to it by a cluster's job script. The course's own launches never get here (their
-    environment says all: a WORLD_SIZE, or no MASTER_ADDR).
-    """
-    parent = Path(f"/proc/{os.getppid()}")
-    read = {}
-    for name in ("cmdline", "environ"):
-        try:
-            read[name] = (parent / name).read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            read[name] = None
-    words = [word for word in read["cmdline"] or [] if word]
-    if read["environ"] is None:
-        return words, None
-    pairs = (entry.split("=", 1) for entry in read["environ"])
-    return words, {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
-
-
-def launcher_set(name, launcher_environment):
-    """Return True if the variable name is in this process's environment because the launcher
-    set it, not because it was already in the launcher's own environment (a cluster's job
-    script exports MASTER_ADDR for every command it runs). Where the launcher's environment
-    could not be read (None), a variable that is here counts as set by the launcher."""
-    if name not in os.environ:
-        return False
-    return launcher_environment is None or launcher_environment.get(name) != os.environ[name]
-
-
-def processes_asked(words):
-    """Return the N of --num_processes N (or --num-processes=N) in a launcher's command line,
-    or None when it does not say."""
-    for i, word in enumerate(words):
-        match = re.fullmatch(r"--num[_-]processes(?:=(\d+))?", word)
-        if match:
-            value = match.group(1) or (words[i + 1] if i + 1 < len(words) else "")
-            return int(value) if value.isdigit() else None
-    return None
-
-
-def this_command():
-    """Return the script and its arguments as typed, for a command to copy."""
-    return " ".join(sys.argv)
-
-
-def launch_problem(script_joins_processes):
-    """Check this process against its launch. Return None when the run is what was asked
-    (possibly after joining CPU processes with gloo, which it prints), or the one-line reason
-    it is not, with the command that fixes it.
-
-    script_joins_processes: False for a script that never creates an Accelerator (step 1),
-    which N launched processes would run as N separate trainings.
-    """
+def launch_problem(script_joins_processes: bool):
+    """Return None when this process runs as its launcher was asked, else why, in one line."""
     world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    srun_tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS", "1") or 1)
-    if "WORLD_SIZE" not in os.environ and srun_tasks > 1:
-        # srun starts N copies of the command; without a launcher nothing joins them
-        return (f"srun started this script as {srun_tasks} separate tasks, without a launcher "
-                "(no WORLD_SIZE): each would train alone on all the data and write the same "
-                "metrics.json; start one task per machine that runs torchrun or accelerate "
-                "launch (docs/cluster.md)")
+    tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS", "1") or 1)
+    if "WORLD_SIZE" not in os.environ and tasks > 1:
+        return (f"srun started this script as {tasks} separate tasks, without a launcher (no "
+                "WORLD_SIZE): each would train alone on all the data; start one task per machine "
+                "that runs torchrun or accelerate launch (docs/cluster.md)")
     if world_size <= 1:
         # accelerate launch's one-process launcher sets MASTER_ADDR only when it was asked for
-        # more than one process (or machine): then it ran the script once, not N times (a
-        # MASTER_ADDR the launcher itself was given, as a cluster job exports it, says nothing).
-        # The parent is read only when this environment cannot tell (see the_launcher)
+        # more than one process: then it ran this script once, not N times; only the parent
+        # knows N, and whether a MASTER_ADDR came from it or from a cluster's job script
         if {"ACCELERATE_DYNAMO_BACKEND", "MASTER_ADDR"} <= set(os.environ):
             words, inherited = the_launcher()
-            if launcher_set("MASTER_ADDR", inherited):
-                asked = processes_asked(words)
-                wanted = f"{asked} processes" if asked else "several processes"
-                return (f"accelerate launch was asked for {wanted} but started this script as "
-                        "one process (without --multi_gpu, or a GPU for each process, it starts "
-                        f"only one); run: {CPU_LAUNCH.format(n=asked or 2)} {this_command()}")
+            if inherited is None or inherited.get("MASTER_ADDR") != os.environ["MASTER_ADDR"]:
+                asked = next((int(n) for n in re.findall(PROCESSES + r"[= ](\d+)",
+                                                        " ".join(words))), 2)
+                return (f"accelerate launch was asked for {asked} processes but started this "
+                        "script as one process (without --multi_gpu, or a GPU for each "
+                        f"process, it starts only one); {run(course_launch(asked), gpus_here())}")
         return None
-    if "LOCAL_RANK" not in os.environ:
-        # every launcher (torchrun, accelerate launch, notebook_launcher) sets LOCAL_RANK too:
-        # WORLD_SIZE alone is an export left in the shell, and the run would wait for peers
-        # that never come
+    if "LOCAL_RANK" not in os.environ:  # every launcher sets it: WORLD_SIZE alone is an export
         left = " ".join(name for name in ("WORLD_SIZE", "RANK", "LOCAL_WORLD_SIZE",
                                           "MASTER_ADDR", "MASTER_PORT") if name in os.environ)
         return (f"WORLD_SIZE={world_size} is set here, but no launcher started this script "
-                f"(launchers set LOCAL_RANK too): an export left in this shell? run: unset "
-                f"{left}; then the command again, or launch it: "
-                f"{CPU_LAUNCH.format(n=world_size)} {this_command()}")
+                f"(launchers set LOCAL_RANK too): an export left in this shell? unset {left}; "
+                f"then the command again, or launch it; "
+                f"{run(course_launch(world_size), gpus_here())}")
     if not script_joins_processes:
         return (f"this script was launched as {world_size} processes, but it is the plain loop: "
                 "it never creates an Accelerator, so each process would train alone on all the "
                 "data; run it with python (one process), or launch it once it creates an "
                 "Accelerator (lesson 2)")
-    if torch_xla_installed() and not flag_is_set("ACCELERATE_USE_CPU"):
+    use_cpu = flag_is_set("ACCELERATE_USE_CPU")
+    if xla_installed() and not use_cpu:
         return None  # torch_xla's runtime decides the processes; Accelerate asks it
-    if flag_is_set("ACCELERATE_USE_CPU"):
-        # Accelerate joins the processes on the CPU with gloo
-        return hide_gpus(world_size, os.environ.get("RANK", "0") == "0")
-    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size) or world_size)
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world_size) or world_size)
     gpus = gpus_here()
-    if gpus == 0:
-        os.environ["ACCELERATE_USE_CPU"] = "1"
-        if os.environ.get("RANK", "0") == "0":
-            print(f"note: {world_size} processes were launched on a machine without a GPU: they "
-                  "join on the CPU with gloo (ACCELERATE_USE_CPU=1 set for them)", flush=True)
-        return None
-    if gpus < local_size:
-        return (f"{local_size} processes were launched on this machine, but it has {gpus} GPU"
-                f"{'s' if gpus > 1 else ''}, and each process needs a GPU of its own; launch "
-                f"--num_processes {gpus}, or run them on the CPU: ACCELERATE_USE_CPU=1 before "
-                "the command")
+    seen = f"{gpus} GPU{'s' if gpus > 1 else ''}"
+    if gpus == 0 and not use_cpu:
+        return (f"{world_size} processes were launched on a machine without a GPU, and without "
+                "ACCELERATE_USE_CPU=1 Accelerate makes each of them a run of its own, on all "
+                f"the data; {run(launcher_command(), gpus)}")
+    if gpus and (use_cpu or gpus < local):
+        why = (f"these {local} processes run on the CPU (ACCELERATE_USE_CPU=1) but see {seen}, "
+               "and Accelerate's barrier asks for GPU <local rank> even for them" if use_cpu
+               else f"{local} processes were launched on this machine, but it has {seen}, and "
+               "each process needs a GPU of its own")
+        return f"{why}; {run(launcher_command(), gpus)}"
     return None
 
 
-# environment variables an Accelerator reads when it is made, which change what a step
-# computes, with the value that changes nothing (accelerate 1.15.0: state.py and
-# accelerator.py; accelerate launch sets the first ones from its config file, to these values
-# unless the file says otherwise): step 1 never reads them, steps 2 to 4 do
-NEUTRAL = {"ACCELERATE_MIXED_PRECISION": "no", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS": "1",
-           "ACCELERATE_DYNAMO_BACKEND": "no", "ACCELERATE_USE_DEEPSPEED": "false",
-           "ACCELERATE_USE_FSDP": "false", "ACCELERATE_USE_MEGATRON_LM": "false"}
-
-
-def settings_that_change_the_numbers():
-    """Return {name: value} of the NEUTRAL variables set here to another value."""
-    return {name: os.environ[name] for name, neutral in NEUTRAL.items()
-            if os.environ.get(name, "").strip().lower() not in ("", neutral)}
-
-
-def say_settings(on_cpu):
-    """Print one note per setting of the environment that changes this run's numbers (on the
-    main process): a run that silently computes something else looks like a wrong lesson."""
-    if os.environ.get("RANK", "0") != "0":
-        return
-    for name, value in settings_that_change_the_numbers().items():
-        if name == "ACCELERATE_MIXED_PRECISION" and value.lower() == "fp16" and on_cpu:
-            effect = (", but on a CPU Accelerate uses no fp16 (no autocast, no loss scaling): "
-                      "this run is in fp32")
-        else:
-            effect = (": Accelerate reads it, so this run's numbers differ from a run without "
-                      "it (step 1 never reads it)")
-        print(f"note: {name}={value} is set in this environment{effect}; unset {name} for "
-              "the course's own numbers", flush=True)
-
-
-WSL = ("on Windows, run the course in WSL (Windows Subsystem for Linux): in PowerShell, wsl "
-       "--install; then, in its Ubuntu terminal, clone the course and run it there")
-
-
-def hide_gpus(n, says):
-    """Hide the GPUs from this process, one of n that run on the CPU (CUDA_VISIBLE_DEVICES="",
-    inherited by the processes it starts); say so when there were some and `says`. Return
-    None, or the one-line reason when CUDA has started already and can no longer be told.
-
-    Needed on a machine with a GPU: Accelerate's barrier (accelerate 1.15.0 state.py:412, met
-    first in main_process_first) asks torch for GPU <local rank> even for CPU processes, and
-    with one GPU process 1 finds none ("CUDA error: invalid device ordinal", seen on an H200).
-    CUDA reads CUDA_VISIBLE_DEVICES when it starts, which the steps' imports do not make it do.
-    """
-    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
-        return None
-    import torch
-    if torch.cuda.is_initialized():
-        return ("CUDA started before the course could hide the GPUs from its CPU processes; "
-                "run the command with CUDA_VISIBLE_DEVICES= in front of it")
-    gpus = gpus_here()
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    if gpus and says:
-        print(f"note: the {n} processes run on the CPU (ACCELERATE_USE_CPU=1), so the GPU"
-              f"{'s are' if gpus > 1 else ' is'} hidden from them (CUDA_VISIBLE_DEVICES=\"\")",
-              flush=True)
-    return None
-
-
-def in_kaggle():
-    """Return True in a Kaggle notebook, as notebook_launcher tells (a KAGGLE_* variable)."""
-    return any(name.startswith("KAGGLE") for name in os.environ)
-
-
-def notebook_launcher_starts_processes(n):
-    """Return True if notebook_launcher(..., num_processes=n) will start n processes here,
-    False if it runs the function in this process or hands it to torch_xla: accelerate 1.15's
-    launchers.py decides so (lines 124-160): a TPU in Colab or Kaggle goes to torch_xla's
-    spawn, Colab with fewer than 2 GPUs runs in-process, and so does n = 1."""
-    in_colab = (not in_kaggle() and "IPython" in sys.modules
-                and "google.colab" in str(sys.modules["IPython"].get_ipython()))
-    tpu = os.environ.get("TPU_NAME") is not None or os.environ.get("PJRT_DEVICE") == "TPU"
-    if (in_colab or in_kaggle()) and tpu:
-        return False
-    if in_colab and gpus_here() < 2:
-        return False
-    return n > 1
-
-
-def start_problem(n):
-    """For a script that starts n processes itself with notebook_launcher (step 4): None when
-    they can start as asked, else the one-line reason. With fewer GPUs than processes (a
-    Kaggle notebook with one GPU, a workstation), it puts the n processes on the CPU (gloo)
-    and says so in one line: every process needs a GPU of its own."""
+def start_problem(n: int):
+    """Return None when notebook_launcher can start n processes here (step 4), else why."""
     if not notebook_launcher_starts_processes(n):
         return None
     if sys.platform == "win32":
         return (f"notebook_launcher starts its {n} processes by forking, which Windows cannot "
                 f"do; run with --num-processes 1, or {WSL}")
-    if flag_is_set("ACCELERATE_USE_CPU"):
-        return hide_gpus(n, says=True)
-    gpus = gpus_here()
-    if 0 < gpus < n:
-        os.environ["ACCELERATE_USE_CPU"] = "1"
-        print(f"note: {n} processes asked for and {gpus} GPU{'s' if gpus > 1 else ''} here, and "
-              f"each process needs a GPU of its own: the {n} processes run on the CPU (gloo; "
-              f"ACCELERATE_USE_CPU=1 and CUDA_VISIBLE_DEVICES=\"\" set for them); "
-              f"--num-processes {gpus} runs on the "
-              f"GPU{'s' if gpus > 1 else ''}", flush=True)
-        return hide_gpus(n, says=False)
-    return None
+    gpus, use_cpu = gpus_here(), flag_is_set("ACCELERATE_USE_CPU")
+    if not gpus or (gpus >= n and not use_cpu):
+        return None
+    seen = f"{gpus} GPU{'s' if gpus > 1 else ''}"
+    why = (f"ACCELERATE_USE_CPU=1 puts the {n} processes on the CPU, but they would see "
+           f"{seen}, and Accelerate's barrier asks for GPU <local rank> even for them" if use_cpu
+           else f"{n} processes asked for and {seen} here, and each process needs a GPU of its "
+           "own")
+    if "ipykernel" in sys.modules:  # the settings are a dict, and the kernel's CUDA has started
+        return (f"{why}; on the GPU: \"num_processes\": {gpus} in the settings; "
+                f"or {n} processes on the CPU: restart the kernel and run os.environ["
+                "\"CUDA_VISIBLE_DEVICES\"] = \"\" in its first cell")
+    typed = ["python", *sys.argv]
+    return (f"{why}; on the GPU: {shlex.join(with_processes(typed, gpus))}; or "
+            f"{n} processes on the CPU: CUDA_VISIBLE_DEVICES= {shlex.join(typed)}")
 
 
-def guard_launch(joins_processes, starts_processes=0):
-    """Before a step loads anything: stop with one error line unless this process is the run
-    its launch was asked for, put launched processes that have no GPU on the CPU (saying so
-    in one line), and from then on end a stop (Ctrl-C, SIGTERM) in one line
-    (common/interrupt.py; not in a notebook's kernel, which handles its own interrupts).
+def flag_is_set(name: str) -> bool:
+    """Return True if the environment variable name is set to a true value (1, true, yes)."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "y", "on")
 
-    joins_processes: True for a script whose launched processes join through an Accelerator
-      (steps 2-4); False for the plain loop (step 1), which N processes would run as N
-      separate trainings.
-    starts_processes: how many processes the script starts itself (step 4: notebook_launcher's
-      num_processes); 0 for a script that a launcher starts.
-    """
-    problem = launch_problem(joins_processes) or start_problem(starts_processes)
-    if problem:
-        fail(problem)
-    if joins_processes:  # the steps that make an Accelerator
-        say_settings(on_cpu=flag_is_set("ACCELERATE_USE_CPU") or not (
-            gpus_here() or torch_xla_installed() or mps_here()))
-    if "ipykernel" not in sys.modules:
-        report_stops()
-        if starts_processes and notebook_launcher_starts_processes(starts_processes):
-            # the processes it starts say why they stop; it adds no traceback after them
-            become_launcher("notebook_launcher", watch=False)
-    if starts_processes and notebook_launcher_starts_processes(starts_processes):
-        connect_after_all_forked(starts_processes)  # common/forked_start.py says why
+
+def gpus_here() -> int:
+    """Return the CUDA GPUs this process sees (through NVML: a fork after it still works)."""
+    import torch
+    return torch.cuda.device_count()
+
+
+def xla_installed() -> bool:
+    """Return True if torch_xla can be imported here (then Accelerate runs on XLA devices)."""
+    import importlib.util
+    return importlib.util.find_spec("torch_xla") is not None
+
+
+def the_launcher():
+    """Return the parent's (the launcher's) words ([]) and environment (None: unreadable)."""
+    try:
+        words, environ = (Path(f"/proc/{os.getppid()}/{name}").read_bytes().decode(
+            errors="replace").split("\0") for name in ("cmdline", "environ"))
+    except OSError:
+        return [], None
+    return [w for w in words if w], dict(p.split("=", 1) for p in environ if "=" in p)
+
+
+def launcher_command() -> list:
+    """Return the launch of this process as typed (read from the launcher), or its twin."""
+    words = the_launcher()[0]
+    for i, word in enumerate(words[:2]):
+        if os.path.basename(word) in ("torchrun", "accelerate"):
+            return [os.path.basename(word), *words[i + 1:]]
+    if words[1:2] == ["-m"] and len(words) > 2:
+        return ["python", *words[1:]]
+    n = os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "2"))
+    return (course_launch(n) if "ACCELERATE_DYNAMO_BACKEND" in os.environ  # accelerate's
+            else ["torchrun", "--nproc_per_node", n, *sys.argv])
+
+
+def course_launch(n):
+    """Return the words of the course's launch of this script on n processes."""
+    return ["accelerate", "launch", "--config_file", CPU_CONFIG, "--num_processes", str(n),
+            *sys.argv]
+
+
+def with_processes(words, n):
+    """Return a command's words asking for n processes instead, on the course's GPU config."""
+    text = shlex.join("configs/gpus.yaml" if word == CPU_CONFIG else word for word in words)
+    return shlex.split(re.sub(rf"({PROCESSES}[= ])\d+", rf"\g<1>{n}", text))
+
+
+def run(launch, gpus):
+    """Return the commands to type: on CPU processes, with every setting; then on the GPUs."""
+    if not gpus:
+        return f"run: ACCELERATE_USE_CPU=1 {shlex.join(launch)}"
+    on_gpus = ["python", *sys.argv] if gpus == 1 else with_processes(launch, gpus)
+    return (f"run on the CPU: CUDA_VISIBLE_DEVICES= ACCELERATE_USE_CPU=1 {shlex.join(launch)}"
+            f"; or on the GPU: {shlex.join(on_gpus)}")
+
+
+def in_kaggle() -> bool:
+    """Return True in Kaggle, as notebook_launcher tells (a KAGGLE_* variable)."""
+    return any(name.startswith("KAGGLE") for name in os.environ)
+
+
+def notebook_launcher_starts_processes(n: int) -> bool:
+    """Return True if notebook_launcher starts n processes here (accelerate's launchers.py)."""
+    colab = (not in_kaggle() and "IPython" in sys.modules
+             and "google.colab" in str(sys.modules["IPython"].get_ipython()))
+    tpu = os.environ.get("TPU_NAME") is not None or os.environ.get("PJRT_DEVICE") == "TPU"
+    if (colab or in_kaggle()) and tpu:
+        return False
+    return n > 1 and not (colab and gpus_here() < 2)
+
+
+def stop_in_one_line():
+    """From now on, Ctrl-C, SIGTERM and SIGHUP end this process at once, in one line."""
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):  # Windows has no SIGHUP
+            signal.signal(getattr(signal, name), stopped)
+
+
+def stopped(signum, frame):
+    """One line, and the exit status a shell gives a process the signal killed (128 + its
+    number); metrics.json is written whole at the very end or not at all: nothing is lost."""
+    name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
+    size = os.environ.get("WORLD_SIZE", "1")
+    who = f" (process {os.environ.get('RANK')} of {size})" if size != "1" else ""
+    try:
+        sys.stdout.flush()
+        print(f"\nstopped by {name} before the end of the run{who}: no metrics were written",
+              file=sys.stderr, flush=True)
+    except (OSError, RuntimeError):  # a closed terminal, or a print the signal interrupted
+        pass
+    os._exit(128 + signum)
+
+
+def connect_after_all_forked(n, wait_seconds=120):
+    """Hold each of the next n processes this process forks until all n are forked (each then
+    stops in one line too: it inherits torch elastic's handlers, which raise). Why: a process
+    that notebook_launcher forks while this one's store thread holds glibc's resolver lock (in
+    getnameinfo) hangs at its own first lookup; plain launches of step 4 with 8 processes on 2
+    cores of an Intel Xeon model 167: 1 of 49 hung so (py-spy), 0 of 40 gated."""
+    launching = os.getpid()
+    read_end, write_end = os.pipe()
+    forked = 0
+
+    def after_fork_in_launcher():
+        nonlocal forked
+        if os.getpid() == launching and forked < n:
+            forked += 1
+            if forked == n:  # the last one is forked: the processes may connect now
+                os.close(write_end)
+                os.close(read_end)
+
+    def after_fork_in_process():
+        if os.getppid() != launching or forked == n:
+            return  # forked later, or by a process this one started
+        stop_in_one_line()
+        os.close(write_end)  # nothing is written: the pipe ends once the launcher closes its end
+        select.select([read_end], [], [], wait_seconds)
+        os.close(read_end)
+
+    os.register_at_fork(after_in_parent=after_fork_in_launcher,
+                        after_in_child=after_fork_in_process)

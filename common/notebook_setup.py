@@ -152,8 +152,6 @@ def set_up(pins, course_source, course_found):
                            "loaded: restart the runtime (Colab: Runtime > Restart session; "
                            "Kaggle: Run > Restart & clear cell outputs), then run the notebook "
                            "again from the top (this cell will then find everything installed)")
-    if tpu:  # with Colab or Kaggle: notebook_launcher's TPU branch
-        os.environ.setdefault("PJRT_DEVICE", "TPU")
     # tqdm's notebook bars need ipywidgets; without them it warns once and draws text bars
     warnings.filterwarnings("ignore", message="IProgress not found")
     print("TPU chips:", tpu or "none", "| PJRT_DEVICE:", os.environ.get("PJRT_DEVICE"))

@@ -6,12 +6,12 @@ import tempfile
 from pathlib import Path
 
 from common.errors import fail
-from common.launch import settings_that_change_the_numbers
+from common.settings import settings_that_change_the_numbers
 
 
 def write_metrics(output_dir, args, results):
     """Write the results dict plus the hyperparameters in args, and the environment's settings
-    that changed the numbers (common.launch: those the process's Accelerator read), to
+    that changed the numbers (common.settings: those the process's Accelerator read), to
     <output_dir>/metrics.json, and print where.
     The file is written to a temporary name in the same folder and renamed into place, so a
     crash never leaves half a file and an earlier metrics.json stays until the new one is

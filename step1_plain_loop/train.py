@@ -16,7 +16,7 @@ try:  # the course's packages: in the environment make install made
 
     from common.checkpoint import load_tokenizer, resolve_checkpoint
     from common.cli import parse_args
-    from common.launch import guard_launch
+    from common.launch import check_launch
     from common.data import get_dataloaders, load_splits
     from common.metric import GLUE_MRPC_METRIC
     from common.output import write_metrics
@@ -110,7 +110,7 @@ def training_function(args):
 # %%
 def main():
     args = parse_args(description=__doc__)
-    guard_launch(joins_processes=False)  # the plain loop: launched as N processes, N trainings
+    check_launch(joins_processes=False)  # the plain loop: launched as N processes, N trainings
     training_function(args)
 
 

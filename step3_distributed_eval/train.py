@@ -18,7 +18,7 @@ try:  # the course's packages: in the environment make install made
 
     from common.checkpoint import load_tokenizer, resolve_checkpoint
     from common.cli import parse_args
-    from common.launch import guard_launch
+    from common.launch import check_launch
     from common.data import get_dataloaders, load_splits
     from common.metric import GLUE_MRPC_METRIC
     from common.output import write_metrics
@@ -47,7 +47,7 @@ def training_function(args):
     model.config.pad_token_id = tokenizer.pad_token_id
     optimizer = AdamW(model.parameters(), lr=args.lr)
 
-    # prepare() returns the same objects, made ready for this machine's devices and processes
+    # prepare() readies them for this machine's devices and processes: use the objects it returns
     train_dataloader, eval_dataloader, model, optimizer = accelerator.prepare(
         train_dataloader, eval_dataloader, model, optimizer
     )
@@ -121,7 +121,7 @@ def training_function(args):
 # %%
 def main():
     args = parse_args(description=__doc__)
-    guard_launch(joins_processes=True)  # launched as N processes, they join as one run
+    check_launch(joins_processes=True)  # launched as N processes, they join as one run
     training_function(args)
 
 

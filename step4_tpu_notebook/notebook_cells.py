@@ -25,10 +25,10 @@
 #   BERT and data: the notebook runs offline there too). If it upgraded a package this kernel
 #   had already loaded, it asks you to restart the runtime and run the notebook again; where
 #   it cannot go on, it says why in one line and stops there;
-# - **with a TPU attached**: it sets `PJRT_DEVICE=TPU`. In Colab or Kaggle, `notebook_launcher`
-#   takes its TPU branch when that is set. Where torch_xla is installed, importing accelerate
-#   imports it, and torch_xla sets `PJRT_DEVICE=TPU` itself when it finds libtpu and a TPU
-#   chip: the cell's line then changes nothing, and its output shows the choice.
+# - **with a TPU attached**: it says how many chips it found, and sets nothing. In Colab or
+#   Kaggle, `notebook_launcher` takes its TPU branch when `PJRT_DEVICE=TPU` is set. Importing
+#   accelerate (the next cell) imports torch_xla, and torch_xla sets `PJRT_DEVICE=TPU` itself
+#   when it finds libtpu and a TPU chip (read in torch_xla's source, not run on a TPU).
 
 # %%
 # setup: written by accelerate_course/maintain/build_notebook.py
@@ -138,9 +138,10 @@ print(args)
 #   optimizer steps instead of 690. The kernel then keeps Accelerate's state (above);
 # - on Kaggle with two GPUs (T4 x2, Kaggle's GPU runtime): `DistributedType.MULTI_GPU`, one
 #   process per GPU (nccl);
-# - on a machine with one GPU and 2 processes asked for: first `note: 2 processes asked for
-#   and 1 GPU here ...`, then the 2 processes on the CPU (gloo): two processes cannot share
-#   one GPU. `"num_processes": 1` trains in one process on the GPU instead.
+# - on a machine with one GPU and 2 processes asked for: one `error:` line, and nothing runs:
+#   two processes cannot share one GPU. `"num_processes": 1` trains in one process on the GPU;
+#   for 2 processes on the CPU, restart the kernel and run `os.environ["CUDA_VISIBLE_DEVICES"]
+#   = ""` in its first cell (the line says both). The course changes nothing in this kernel.
 #
 # (The TPU lines are read in Accelerate's sources and simulated here, not run on a TPU. Of
 # the GPU lines, one NVIDIA H200 ran step 4's script with one process on the GPU; the others

@@ -18,8 +18,8 @@ try:  # the course's packages: in the environment make install made
     from transformers import AutoModelForSequenceClassification, get_scheduler, set_seed
 
     from common.checkpoint import load_tokenizer, resolve_checkpoint
-    from common.cli import parse_args
-    from common.launch import free_port, guard_launch
+    from common.cli import free_port, parse_args
+    from common.launch import check_launch
     from common.data import get_dataloaders, load_splits
     from common.metric import GLUE_MRPC_METRIC
     from common.output import write_metrics
@@ -30,7 +30,7 @@ except ModuleNotFoundError as missing:  # another Python: one line, not a traceb
 
 # %%
 def training_function(model, args):  # the model comes in from outside
-    # cpu=True where there is no CUDA GPU or TPU: the launched processes then join on the CPU
+    # cpu=True where neither CUDA nor torch_xla is found: the processes then join on the CPU
     accelerator = Accelerator(cpu=not (torch.cuda.is_available() or is_torch_xla_available()))
     accelerator.print(accelerator.state)  # what was launched, printed once per machine
 
@@ -52,7 +52,7 @@ def training_function(model, args):  # the model comes in from outside
         xm.set_rng_state(args.seed)
     optimizer = AdamW(model.parameters(), lr=args.lr)
 
-    # prepare() returns the same objects, made ready for this machine's devices and processes
+    # prepare() readies them for this machine's devices and processes: use the objects it returns
     train_dataloader, eval_dataloader, model, optimizer = accelerator.prepare(
         train_dataloader, eval_dataloader, model, optimizer
     )
@@ -127,7 +127,7 @@ def training_function(model, args):  # the model comes in from outside
 # %%
 def main():
     args = parse_args(description=__doc__)
-    guard_launch(joins_processes=True, starts_processes=args.num_processes)
+    check_launch(joins_processes=True, starts_processes=args.num_processes)
     # the model is made once, before the launch, and every process starts from it
     set_seed(args.seed, deterministic=args.deterministic)
     checkpoint = resolve_checkpoint(args.checkpoint)

@@ -72,13 +72,15 @@ def offline_env(**extra):
     return lab_environment(**extra)
 
 
-def run_command(command, timeout=600, cwd=REPO, **env):
-    """Run a command (from the repository root unless cwd says); return the CompletedProcess
-    (text output). Past timeout seconds the command and every process it started are killed,
-    forked ones included (running.run; subprocess.run's timeout kills the command alone), and
-    the test fails saying so."""
+def run_command(command, timeout=600, cwd=REPO, environment=None, **env):
+    """Run a command (from the repository root unless cwd says) in offline_env(**env), or in
+    the whole environment given; return the CompletedProcess (text output). Past timeout
+    seconds the command and every process it started are killed, forked ones included
+    (running.run; subprocess.run's timeout kills the command alone), and the test fails saying
+    so."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        popen = dict(cwd=cwd, env=offline_env(**env), stdout=out, stderr=err, text=True)
+        popen = dict(cwd=cwd, env=environment or offline_env(**env), stdout=out, stderr=err,
+                     text=True)
         try:
             [process] = running.run([(command, popen)], seconds=timeout)
         except running.TimeLimitReached as late:

@@ -186,13 +186,13 @@ def test_processes_a_graded_file_starts_in_sessions_of_their_own_are_ended(tmp_p
     token = f"left-by-a-graded-file-{os.getpid()}"
     path = tmp_path / "train.py"
     path.write_text(STEPS[3].read_text().replace(
-        "    guard_launch(joins_processes=True)",
+        "    check_launch(joins_processes=True)",
         "    import subprocess, sys\n"
         f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '{token}'],\n"
         "                     start_new_session=True, stdout=subprocess.DEVNULL,\n"
         "                     stderr=subprocess.DEVNULL)\n"
         "    raise SystemExit('error: this file stops here, on purpose')\n"
-        "    guard_launch(joins_processes=True)", 1))
+        "    check_launch(joins_processes=True)", 1))
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     result = run_check(3, path, timeout=300, TMPDIR=str(temporary))
@@ -215,9 +215,9 @@ def test_a_file_whose_run_stops_is_graded_by_its_line_alone(tmp_path):
     # time of one launch)
     path = tmp_path / "train.py"
     path.write_text(STEPS[3].read_text().replace(
-        "    guard_launch(joins_processes=True)",
+        "    check_launch(joins_processes=True)",
         "    raise SystemExit('error: this file stops here, on purpose')\n"
-        "    guard_launch(joins_processes=True)", 1))
+        "    check_launch(joins_processes=True)", 1))
     grading = check.grading_of("3")
     runs = check.runs_for(grading, {"yours": path}, tmp_path / "runs")
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["yours"]

@@ -136,11 +136,24 @@ def test_the_notebook_runs_top_to_bottom_on_a_real_kernel(tmp_path, monkeypatch)
     monkeypatch.setenv("COURSE_ARGS", f"--max-train-steps 20 --output-dir {out}")
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    # the kernel's environment, once the imports ran and after the launch: the course sets
+    # nothing in it (a later one-process run in this kernel sees what the student set)
+    settings = next(i for i, cell in enumerate(notebook.cells)
+                    if "hyperparameters = {" in cell.source)
+    notebook.cells.insert(settings, nbformat.v4.new_code_cell(
+        "import os as _os\n_before = dict(_os.environ)"))
+    notebook.cells.append(nbformat.v4.new_code_cell(
+        "_after = dict(_os.environ)\n"
+        "print('environment changed:', sorted(k for k in {*_before, *_after} "
+        "if _before.get(k) != _after.get(k)), len(_before))"))
     client = NotebookClient(notebook, timeout=300, kernel_name="python3",
                             resources={"metadata": {"path": str(REPO)}})
     client.execute()
     outputs = "".join(o.get("text", "") for cell in notebook.cells for o in cell.get("outputs", []))
     assert "untrained head:" in outputs
+    said = notebook.cells[-1].outputs[0]["text"]
+    print(f"\nthe kernel's os.environ before and after step 4: {said}")
+    assert said.startswith("environment changed: [] ")
     metrics = read_metrics(out)
     assert metrics["num_processes"] == 2
     assert metrics["eval_gathered"] == 416 and metrics["eval_samples"] == 408
@@ -293,13 +306,13 @@ def test_a_second_launch_after_an_in_process_run_refuses(tmp_path):
 @pytest.mark.runs
 def test_the_forked_processes_connect_only_once_all_are_forked(tmp_path):
     # the gate that keeps notebook_launcher's forks apart from its store thread's name lookups
-    # (common/forked_start.py says why): 3 real forks, 0.5 s apart, as multiprocessing's fork
+    # (common/launch.py, connect_after_all_forked, says why): 3 real forks, 0.5 s apart, as multiprocessing's fork
     # start does them; each forked process notes when it goes on, the launcher when it forked
     # the last one. Without the gate the first goes on about a second before the last fork.
     script = tmp_path / "forks.py"
     script.write_text(
         "import json, multiprocessing, sys, time\n"
-        "from common.forked_start import connect_after_all_forked\n"
+        "from common.launch import connect_after_all_forked\n"
         "def note(queue):\n"
         "    queue.put(time.monotonic())\n"
         "connect_after_all_forked(3)\n"

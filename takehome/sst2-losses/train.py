@@ -18,7 +18,7 @@ from transformers import AutoModelForSequenceClassification, get_scheduler, set_
 from common.checkpoint import load_tokenizer, resolve_checkpoint
 from common.cli import parse_args
 from common.data import get_dataloaders, load_splits
-from common.launch import guard_launch
+from common.launch import check_launch
 from common.output import write_metrics
 
 
@@ -94,7 +94,7 @@ def training_function(args):
 # %%
 def main():
     args = parse_args(description=__doc__)
-    guard_launch(joins_processes=True)
+    check_launch(joins_processes=True)
     training_function(args)
 
 
