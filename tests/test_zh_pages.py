@@ -6,7 +6,9 @@ The pairs are accelerate_course/maintain/update_readme.py's CHINESE (a Chinese p
 page it mirrors). The generated blocks (diffs, what-if and invariants tables, the teacher's
 questions, the badges) are written into both languages by that one generator, from the same
 runs, and stay as they are there: English, as the Hugging Face course's Chinese edition keeps
-code and outputs in English.
+code and outputs in English. The notes under a what-if table are prose, written by hand in
+both languages in the variant's patch (stepN_*/whatif/*.patch: the English note, then a line
+"zh-CN: ..."): the Chinese page shows the Chinese note, with the English note's numbers.
 
     python tests/test_zh_pages.py      prints each Chinese page's sentence lengths
 """
@@ -199,6 +201,11 @@ def test_every_generated_block_is_the_english_pages(page):
     assert [b[:2] for b in chinese] == [b[:2] for b in english], \
         f"{page} and {PAIRS[page]} hold other blocks: run make readme"
     for (kind, args, body), (_, _, theirs) in zip(chinese, english):
+        if kind == "whatif":  # the measured table the same; the notes in Chinese
+            assert body == update_readme.whatif_table(theirs) + \
+                update_readme.whatif_notes(int(args), "zh-CN"), \
+                f"{page}: its whatif {args} block is not the English table with the Chinese notes"
+            continue
         differ = [(ours, english_line) for ours, english_line
                   in zip(body.splitlines(), theirs.splitlines()) if ours != english_line]
         assert body == theirs, (f"{page}: its {kind} {args} block differs from "
@@ -212,10 +219,23 @@ def test_make_readme_writes_the_english_pages_measured_blocks_into_the_chinese_o
     english = "<!-- BEGIN whatif 3 -->\n| measured here |\n<!-- END whatif -->\n"
     chinese = "中文。\n<!-- BEGIN whatif 3 -->\n| an older table |\n<!-- END whatif -->\n"
     assert update_readme.copy_measured(chinese, english) == \
-        "中文。\n<!-- BEGIN whatif 3 -->\n| measured here |\n<!-- END whatif -->\n"
+        "中文。\n<!-- BEGIN whatif 3 -->\n| measured here |\n" + \
+        update_readme.whatif_notes(3, "zh-CN") + "<!-- END whatif -->\n"
     stale = [str(page.relative_to(REPO)) for page, text in update_readme.rendered_pages().items()
              if text != page.read_text()]
     assert not stale, f"run make readme: {stale}"
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 4])
+def test_every_what_if_note_is_in_chinese_with_the_english_notes_numbers(step):
+    from accelerate_course import patches
+    for variant in patches.variants(step):
+        assert bool(variant.note) == bool(variant.note_zh), \
+            f"{variant.path.name}: a note in one language only (add the line 'zh-CN: ...')"
+        assert numbers(variant.note_zh) == numbers(variant.note), \
+            f"{variant.path.name}: the Chinese note's numbers differ from the English note's"
+        assert not re.search(r"[a-z]{4,} [a-z]{4,} [a-z]{4,}", variant.note_zh), \
+            f"{variant.path.name}: its Chinese note holds an English sentence"
 
 
 @pytest.mark.parametrize("page", PAIRS)
