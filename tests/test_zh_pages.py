@@ -27,8 +27,8 @@ PAIRS = {str(zh.relative_to(REPO)): str(en.relative_to(REPO))
 GLOSSARY = "docs/glossary.zh-CN.md"
 CHINESE_PAGES = [*PAIRS, GLOSSARY]
 # English sections a Chinese page does not mirror: one Chinese section links to them instead
-# (the teacher's page's grading, which the grading documentation holds: docs/classroom.md)
-NOT_MIRRORED = {"docs/teaching.md": ["What a class hands in, and how it is graded"]}
+# (none today: the teacher's page's grading is translated too)
+NOT_MIRRORED = {}
 # each English heading's Chinese counterpart (the same level, the same order, on every page)
 HEADINGS = {
     "From a plain PyTorch loop to distributed training with 🤗 Accelerate":
@@ -58,6 +58,9 @@ HEADINGS = {
     "Each lesson's commands in class, timed": "课堂上每一课的命令和用时",
     "Questions to ask before a run": "运行之前要问的问题",
     "What a class hands in, and how it is graded": "学生交什么、怎样评分",
+    "What a student can see": "学生能看到什么",
+    "GitHub Classroom": "GitHub Classroom",
+    "Gradescope": "Gradescope",
     "Where a class can run it": "全班可以在哪里运行",
     "Your own setup: flags, files, checkpoints, machines": "你自己的设置：参数、文件、checkpoint 和机器",
     "Your own dataset": "你自己的数据集",
