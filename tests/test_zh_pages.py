@@ -70,6 +70,7 @@ HEADINGS = {
     "What a run writes, and what a bad input or Ctrl-C leaves": "一次运行写出什么，以及错误输入或 Ctrl-C 之后留下什么",
     "Installing torch": "安装 torch",
     "Your machine": "你的机器",
+    "A class in mainland China": "在中国大陆上课",
 }
 # Chinese prose, measured as the English pages' is (tests/test_pages.py): a unit is a Chinese
 # character, a word or number in Latin letters, or a piece of inline code; sentences end at
