@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 from typing import NamedTuple
 
-from accelerate_course import lab_runs, measuring, running, takehome
+from accelerate_course import lab_runs, measuring, messages, running, takehome
 from accelerate_course.messages import joined, language, say, then
 from accelerate_course.steps import FOLDERS, TRAIN_PY as STEP_FILE
 
@@ -696,7 +696,9 @@ def print_checks(grading, checks, out=sys.stdout):
     by_key = points(grading, checks)
     for c in checks:
         worth = grading.points.get(c.key)
-        mark = say("grade.pass") if c.passed else say("grade.fail")
+        marks = say("grade.pass"), say("grade.fail")  # as wide as each other (通过, 未通过)
+        mark = messages.padded(marks[0] if c.passed else marks[1],
+                               max(map(messages.width, marks)))
         worth_said = "" if stopped_grading(grading, checks) or worth is None else \
             f"  [{say('grade.prerequisite')}]" if worth.kind == PREREQUISITE else \
             f"  [{say('grade.points', scored=by_key[c.key], worth=worth.points)}]"

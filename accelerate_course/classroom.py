@@ -174,7 +174,12 @@ def grading_text(grading, repository, tag):
 def readme(grading, repository, tag):
     """Return the students' README: the lesson or the task, how to run and check it, the points."""
     if grading.task:
-        return render("lab/README-task.md", task_text=grading.task.readme.read_text(),
+        # the task in the class's language, without the line linking its other language (the
+        # lab holds one README)
+        text = grading.task.readme_in(messages.language()).read_text()
+        text = re.sub(r"^(English · \[简体中文\]|\[English\]\(README\.md\) · 简体中文).*\n\n", "",
+                      text, flags=re.M)
+        return render("lab/README-task.md", task_text=text,
                       exercise=exercise_path(grading), run_command=run_command(grading),
                       grading=grading_text(grading, repository, tag))
     step = grading.lesson

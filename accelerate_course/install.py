@@ -13,8 +13,12 @@ Before pip runs, one line says which build of torch comes and about how big it i
 --torch (make's TORCH=) chooses: cpu, cuda (PyPI's), or cu126 / cu128 (PyTorch's CUDA 12.x
 indexes). Where PyPI's and PyTorch's indexes differ, torch is installed first, from PyTorch's
 index alone, and the rest from pip's usual indexes ("2.13.0+cpu" satisfies "torch==2.13.0");
-COURSE_TORCH_INDEX names another copy of PyTorch's index, and pip's own settings
-(PIP_INDEX_URL, pip config set global.index-url) the index of the rest.
+Where torch comes from, when PyTorch's index is far or slow (the student chooses; nothing is
+timed): COURSE_TORCH_INDEX names another simple index (PEP 503, a page per project, as
+PyTorch's own: pip --index-url), COURSE_TORCH_FIND_LINKS a flat page or folder of wheel files
+(pip --find-links, torch's dependencies then from pip's usual indexes), and
+COURSE_TORCH_INDEX=pypi takes torch from pip's usual indexes too (on Linux, the CUDA build).
+pip's own settings (PIP_INDEX_URL, pip config set global.index-url) give the index of the rest.
 A Python older than 3.11 is refused in one line first: this file must parse on old Pythons.
 """
 
@@ -32,6 +36,9 @@ NEWEST_NEEDED = (3, 11)  # transformers 5.24.0: Requires-Python >=3.11
 PYTORCH_INDEX = "https://download.pytorch.org/whl/{build}"
 # the CUDA driver each of PyPI's Linux builds needs (CUDA 13.0: NVIDIA's release notes)
 CUDA13_DRIVER = 580
+# the driver PyTorch's CUDA 12.x builds need (CUDA 12's minor version compatibility: NVIDIA's
+# CUDA compatibility guide, as docs/your-own-setup.md and torch_build.py say)
+CUDA12_DRIVER = 525
 # download sizes for Python 3.11 (PyPI's JSON API, the files pip picks; the CPU wheel: its
 # file on the course's build machines), on 2026-12-03
 SIZES = {
@@ -55,9 +62,9 @@ def python_problem(version=None, found=None):
         name for name in ("python3.13", "python3.12", "python3.11") if shutil.which(name)]
     have = ".".join(map(str, version))
     fix = (f"this machine has {found[0]}: run make install PYTHON={found[0]}" if found else
-           "install one (Ubuntu 22.04: sudo apt install python3.11 python3.11-venv; macOS: "
-           "brew install python@3.12; or python.org, or uv python install 3.12), then run "
-           "make install PYTHON=python3.12")
+           "install one with uv (uv python install 3.12, then make install PYTHON=\"$(uv "
+           "python find 3.12)\") or conda (conda create -n py312 python=3.12, then make "
+           "install PYTHON=python3.12 in that environment); macOS: brew install python@3.12")
     return (f"the course needs Python 3.11 or newer (transformers 5.24 requires it), and "
             f"{Path(sys.executable).name} is {have}; {fix}")
 
@@ -88,8 +95,9 @@ def choose(asked="auto", system=None, machine=None, driver=None):
     major = int(driver.split(".")[0]) if driver[0].isdigit() else None
     if major is not None and major < CUDA13_DRIVER:
         return "cpu", (f"the NVIDIA driver {driver} is older than the CUDA 13 build needs "
-                       f"({CUDA13_DRIVER}); update it, or make install TORCH=cu126 for "
-                       "PyTorch's CUDA 12.6 build")
+                       f"({CUDA13_DRIVER}), so this is the CPU build and the GPU stays unused: "
+                       "make install TORCH=cu126 for PyTorch's CUDA 12.6 build (drivers from "
+                       f"{CUDA12_DRIVER}), or update the driver")
     where = "Windows' NVIDIA driver, seen from WSL" if driver == "WSL" else \
         f"the NVIDIA driver {driver}"
     return "cuda", f"{where} is here (make install TORCH=cpu for the small CPU build)"
@@ -105,7 +113,17 @@ def torch_index(build):
     PyTorch's index, on a slow network; the tests' local index), else index_of(build). pip's
     own settings (PIP_INDEX_URL, pip config) give the other packages' index: the --index-url
     of torch's own pip command goes before them."""
-    return os.environ.get("COURSE_TORCH_INDEX") or index_of(build)
+    asked = os.environ.get("COURSE_TORCH_INDEX")
+    if asked == "pypi" or os.environ.get("COURSE_TORCH_FIND_LINKS"):
+        return None
+    return asked or index_of(build)
+
+
+def torch_find_links():
+    """Return COURSE_TORCH_FIND_LINKS, or None: a flat page or folder of wheel files (a
+    mirror's folder of PyTorch's wheels, a folder of downloaded ones), which pip reads with
+    --find-links, next to its usual indexes (torch's dependencies come from them)."""
+    return os.environ.get("COURSE_TORCH_FIND_LINKS") or None
 
 
 def describe(build, machine=None):
@@ -123,7 +141,7 @@ def reachable(url, timeout=3.0):
     cannot be reached costs pip minutes of retries, package by package)."""
     from urllib.parse import urlparse
     address = urlparse(url)
-    if address.scheme == "file":
+    if address.scheme in ("file", ""):  # a file:// URL, or a folder's path
         return Path(address.path).exists()
     try:
         socket.create_connection((address.hostname, address.port or 443), timeout=timeout).close()
@@ -138,11 +156,13 @@ def pinned_torch():
                 if line.strip().startswith("torch=="))
 
 
-def pip_commands(venv_python, build, index):
+def pip_commands(venv_python, build, index, find_links=None):
     """Return the pip commands that install the course into the environment."""
     pip = [str(venv_python), "-m", "pip", "install", "--quiet"]
     commands = []
-    if index:  # torch alone from PyTorch's index, then the rest from pip's usual ones
+    if find_links:  # torch from a flat folder of wheels, its dependencies from pip's indexes
+        commands.append([*pip, pinned_torch(), "--find-links", find_links])
+    elif index:  # torch alone from PyTorch's index, then the rest from pip's usual ones
         commands.append([*pip, pinned_torch(), "--index-url", index])
     commands.append([*pip, "-r", str(REPO / "requirements.txt")])
     # editable, as one plain path line in the environment (setuptools' compat mode), not an
@@ -165,15 +185,21 @@ def main():
     parser.add_argument("--plan", action="store_true", help="say what it would install")
     args = parser.parse_args()
     build, why = choose(args.torch, driver=nvidia_driver())
-    index = torch_index(build)
+    index, find_links = torch_index(build), torch_find_links()
     print(f"install: {pinned_torch().replace('==', ' ')}, {describe(build)}: {why}", flush=True)
+    if find_links and not reachable(find_links):
+        sys.exit(f"error: COURSE_TORCH_FIND_LINKS={find_links} cannot be reached from here")
     if index and not reachable(index):
         print(f"install: {index} cannot be reached from here: torch comes from pip's usual "
               "indexes instead (on Linux, PyPI's is the CUDA build)", flush=True)
         index = None
+    elif index and index == index_of(build):
+        print(f"install: torch comes from {index}; where that is slow, COURSE_TORCH_FIND_LINKS "
+              "(a mirror's folder of wheels) or COURSE_TORCH_INDEX (a mirror's simple index) "
+              "names another: docs/your-own-setup.md", flush=True)
     venv = REPO / args.venv if not args.venv.is_absolute() else args.venv
     python = venv / ("Scripts" if sys.platform == "win32" else "bin") / "python"
-    commands = pip_commands(python, build, index)
+    commands = pip_commands(python, build, index, find_links)
     if args.plan:
         for command in commands:
             print("  " + " ".join(command[1:]))

@@ -12,6 +12,7 @@ import os
 import string
 import sys
 import tomllib
+import unicodedata
 from functools import cache
 from pathlib import Path
 
@@ -60,3 +61,14 @@ def joined(parts, lang=None):
     """Return several sentences or clauses as one hint: "; " in English, "；" in Chinese."""
     separator = "；" if (lang or language()) == "zh-CN" else "; "
     return separator.join(part for part in parts if part)
+
+
+def width(text):
+    """Return the columns a terminal gives text: 2 for a wide character (Chinese), else 1."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
+def padded(text, columns):
+    """Return text with spaces after it to fill columns (width() counts them): 通过 and 未通过,
+    pass and FAIL, line up."""
+    return text + " " * max(0, columns - width(text))

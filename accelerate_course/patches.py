@@ -23,6 +23,11 @@ class Variant(NamedTuple):
     note: str         # its next lines, before the diff, as one paragraph ("" when none)
     changes: list     # the patch's changed code lines, "-old" / "+new", comments left out
     path: Path
+    note_zh: str = ""  # the note in Chinese: the lines after "zh-CN: ", before the diff
+
+    def note_in(self, lang="en"):
+        """Return the note in a language: "zh-CN" (the Chinese pages) or English."""
+        return self.note_zh if lang == "zh-CN" else self.note
 
 
 
@@ -34,12 +39,19 @@ def variants(step, kind="whatif"):
         text = path.read_text()
         head = text.split("\n--- ", 1)[0].splitlines()
         title = head[0].split(": ", 1)[1].strip()
-        note = " ".join(line.strip() for line in head[1:] if line.strip())
+        # the English note, then (after a line that starts "zh-CN: ") the same in Chinese
+        english, zh = head[1:], []
+        for i, line in enumerate(head[1:], start=1):
+            if line.startswith("zh-CN: "):
+                english, zh = head[1:i], [line[len("zh-CN: "):], *head[i + 1:]]
+                break
+        note = " ".join(line.strip() for line in english if line.strip())
+        note_zh = "".join(line.strip() for line in zh if line.strip())
         # the changed code without its comments: what the variant does
         changes = [line[0] + code_of(line[1:]) for line in text.splitlines()
                    if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))
                    and code_of(line[1:])]
-        found.append(Variant(step, path.stem, title, note, changes, path))
+        found.append(Variant(step, path.stem, title, note, changes, path, note_zh))
     return found
 
 

@@ -34,6 +34,17 @@ class Task(NamedTuple):
     points: dict  # {check key: check.Worth}
     start: Path  # the starting script
     readme: Path  # the task, as a student reads it
+    title_zh: str = ""  # the title in Chinese (task.toml's title_zh-CN)
+
+    def title_in(self, lang="en"):
+        """Return the title in the class's language (messages.language())."""
+        return self.title_zh if lang == "zh-CN" and self.title_zh else self.title
+
+    def readme_in(self, lang="en"):
+        """Return the task's text as a class in that language reads it: README.zh-CN.md beside
+        README.md for COURSE_LANG=zh-CN, where there is one."""
+        chinese = self.readme.with_name("README.zh-CN.md")
+        return chinese if lang == "zh-CN" and chinese.is_file() else self.readme
 
     @property
     def unseen_batch(self):
@@ -47,7 +58,7 @@ def load(folder):
     spec = tomllib.loads((folder / "task.toml").read_text(encoding="utf-8"))
     return Task(folder.name, spec["lesson"], spec["title"], spec["unit"], spec["flags"],
                 spec["unseen_flags"], {key: Worth(*value) for key, value in spec["points"].items()},
-                folder / "train.py", folder / "README.md")
+                folder / "train.py", folder / "README.md", spec.get("title_zh-CN", ""))
 
 
 @cache
@@ -72,8 +83,10 @@ def main():
     if write_once(path, task.start.read_text(), args.force,
                   f"python -m accelerate_course.takehome {task.name} --force",
                   f"cp {task.start.relative_to(REPO)} train.py"):
+        from accelerate_course.messages import language
+        lang = language()
         print(f"wrote {path.relative_to(REPO)}: the starting script of {task.name} "
-              f"({task.title}); the task: {task.readme.relative_to(REPO)}")
+              f"({task.title_in(lang)}); the task: {task.readme_in(lang).relative_to(REPO)}")
     print(f"check it:  make check TASK={task.name}")
 
 

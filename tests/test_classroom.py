@@ -273,7 +273,7 @@ def test_a_take_home_lab_in_chinese_holds_no_solution_in_the_lab_or_its_grader(t
     # the grades, in Chinese, in results.json and in each check's step
     assert (points, out_of, solved_points) == (untouched_json["score"], 10, solved_json["score"])
     assert (points, solved_points) == (0, 10)
-    assert untouched_json["output"].endswith("不得分，因为本课要教的一项核心检查没有通过："
+    assert untouched_json["output"].endswith("不得分，因为本课的核心检查没有通过："
                                              "“主进程用整个验证集只算一次指标：400 个句子”。")
     assert solved_messages["one_writer"].startswith("只有一个进程写 metrics.json: 1 / 1")
     workflow = (template / ".github" / "workflows" / "classroom.yml").read_text()

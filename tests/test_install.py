@@ -30,6 +30,7 @@ def test_the_torch_build_fits_the_machine(system, machine, driver, build):
     assert chosen == build, why
     if driver == "535.183.01":
         assert "older than the CUDA 13 build needs (580)" in why and "TORCH=cu126" in why
+        assert "the GPU stays unused" in why and "drivers from 525" in why
 
 
 def test_a_choice_made_by_hand_wins_and_each_build_names_its_size():
@@ -54,6 +55,21 @@ def test_course_torch_index_names_torchs_index_and_pips_settings_the_rest(monkey
     assert not [word for command in rest for word in command if "index" in word]
 
 
+def test_a_flat_folder_of_wheels_or_pypi_can_be_chosen_for_torch(monkeypatch):
+    # docs/your-own-setup.md, a class in mainland China: a mirror's flat folder of wheels goes
+    # to pip as --find-links (torch's dependencies from pip's usual indexes), a simple index
+    # as --index-url, and COURSE_TORCH_INDEX=pypi takes torch from pip's usual indexes
+    monkeypatch.delenv("COURSE_TORCH_INDEX", raising=False)
+    monkeypatch.setenv("COURSE_TORCH_FIND_LINKS", "/srv/torch-wheels")
+    assert install.torch_index("cpu") is None and install.torch_find_links() == "/srv/torch-wheels"
+    first = install.pip_commands("python", "cpu", None, install.torch_find_links())[0]
+    assert first[-3:] == [install.pinned_torch(), "--find-links", "/srv/torch-wheels"]
+    monkeypatch.delenv("COURSE_TORCH_FIND_LINKS")
+    monkeypatch.setenv("COURSE_TORCH_INDEX", "pypi")
+    assert install.torch_index("cpu") is None and install.torch_find_links() is None
+    assert len(install.pip_commands("python", "cpu", None)) == 2  # no command of torch's own
+
+
 def test_an_index_that_cannot_be_reached_is_seen_at_once(tmp_path):
     assert not install.reachable("http://127.0.0.1:9/simple")  # a closed port
     assert not install.reachable((tmp_path / "nothing").as_uri())
@@ -64,7 +80,9 @@ def test_python_310_is_refused_in_one_line_naming_a_newer_python():
     line = install.python_problem((3, 10, 12), found=["python3.12"])
     assert line.startswith("the course needs Python 3.11 or newer (transformers 5.24 requires it)")
     assert "3.10.12" in line and line.endswith("run make install PYTHON=python3.12")
-    assert "sudo apt install python3.11" in install.python_problem((3, 10, 12), found=[])
+    # uv or conda: Ubuntu 22.04's apt package python3.11 is a release candidate
+    fix = install.python_problem((3, 10, 12), found=[])
+    assert "uv python install 3.12" in fix and "conda create" in fix and "apt" not in fix
     assert install.python_problem((3, 11, 0)) is None
 
 
@@ -115,6 +133,23 @@ def test_pips_resolver_takes_the_cpu_build_from_pytorchs_index(tmp_path):
     assert first[-3:] == [install.pinned_torch(), "--index-url", cpu]
     version, log = resolve(tmp_path, *first[-2:])
     assert version == "2.13.0+cpu" and "torch-2.13.0+cpu-py3-none-any.whl" in log
+
+
+@pytest.mark.runs
+def test_pip_takes_the_same_torch_from_a_flat_folder_as_from_a_simple_index(tmp_path):
+    # COURSE_TORCH_FIND_LINKS: the same +cpu wheel in a flat folder, beside a PyPI holding
+    # the plain 2.13.0, is taken as from PyTorch's index ("2.13.0+cpu" sorts above 2.13.0)
+    pypi = standin_wheels.index(tmp_path / "pypi", {"torch": ["2.12.0", "2.13.0"]})
+    cpu = standin_wheels.index(tmp_path / "cpu", {"torch": ["2.12.0+cpu", "2.13.0+cpu"]})
+    flat = tmp_path / "flat"
+    for version in ("2.12.0+cpu", "2.13.0+cpu"):
+        standin_wheels.wheel(flat, "torch", version)
+    first = install.pip_commands(Path(sys.executable), "cpu", None, str(flat))[0]
+    assert first[-2:] == ["--find-links", str(flat)]
+    from_flat = resolve(tmp_path, "--index-url", pypi, *first[-2:])
+    from_index = resolve(tmp_path, "--index-url", cpu)
+    assert from_flat[0] == from_index[0] == "2.13.0+cpu"
+    assert "torch-2.13.0+cpu-py3-none-any.whl" in from_flat[1]
 
 
 # GitHub Codespaces: .devcontainer/devcontainer.json --------------------------------------

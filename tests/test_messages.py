@@ -15,7 +15,7 @@ from conftest import REPO
 GLOSSARY = {
     "process group": "进程组", "main process": "主进程", "duplicated tail": "重复的尾部样本",
     "validation split": "验证集", "optimizer step": "优化步", "learning rate": "学习率",
-    "predictions": "预测", "hint": "提示", "gather()": "`gather()`",
+    "predictions": "预测结果", "hint": "提示", "gather()": "`gather()`",
 }
 
 
@@ -99,3 +99,20 @@ def test_results_json_carries_the_class_language(monkeypatch):
     assert results["tests"][0]["name"].endswith("（前提，不计分）") or \
         results["tests"][0]["name"].endswith("(前提，不计分)")
     assert [t["max_score"] for t in results["tests"]] == [0, 3]
+
+
+def test_pass_and_fail_line_up_in_either_language(monkeypatch):
+    # 通过 and 未通过 take 4 and 6 columns of a terminal: the shorter is padded to the longer
+    import io
+    grading = check.grading_of("3")
+    for lang in messages.LANGUAGES:
+        monkeypatch.setenv("COURSE_LANG", lang)
+        out = io.StringIO()
+        check.print_checks(grading, [check.check("one_writer", True),
+                                     check.check("one_printer", False, "x")], out=out)
+        names = [line for line in out.getvalue().splitlines() if not line.startswith("        ")]
+        starts = {messages.width(line.split(check.check("one_writer", True).name)[0])
+                  for line in names if check.check("one_writer", True).name in line} | \
+            {messages.width(line.split(check.check("one_printer", True).name)[0])
+             for line in names if check.check("one_printer", True).name in line}
+        assert len(starts) == 1, (lang, out.getvalue())

@@ -123,3 +123,22 @@ def test_the_solution_is_in_no_file_of_the_course():
             continue
         found += [(name, line) for line in wanted if line in lines]
     assert found == []
+
+
+def test_the_task_reads_in_chinese_under_course_lang_zh_cn(monkeypatch):
+    # task.toml's title_zh-CN and README.zh-CN.md: what a class with COURSE_LANG=zh-CN reads,
+    # in make takehome's line and in the lab's README (accelerate_course/classroom.py)
+    from accelerate_course import classroom
+    task = takehome.tasks()["sst2-losses"]
+    assert task.title_in("zh-CN") != task.title and task.title_in("en") == task.title
+    assert task.readme_in("zh-CN").name == "README.zh-CN.md"
+    assert task.readme_in("en").name == "README.md"
+    english, chinese = task.readme.read_text(), task.readme_in("zh-CN").read_text()
+    assert english.count("\n## ") == chinese.count("\n## ")
+    grading = check.grading_of("sst2-losses")
+    monkeypatch.setenv("COURSE_LANG", "zh-CN")
+    lab = classroom.readme(grading, None, "v0")
+    assert "## 你的任务" in lab and "简体中文" not in lab.splitlines()[2]
+    monkeypatch.setenv("COURSE_LANG", "en")
+    lab = classroom.readme(grading, None, "v0")
+    assert "## Your task" in lab and "简体中文" not in lab

@@ -6,7 +6,9 @@ The pairs are accelerate_course/maintain/update_readme.py's CHINESE (a Chinese p
 page it mirrors). The generated blocks (diffs, what-if and invariants tables, the teacher's
 questions, the badges) are written into both languages by that one generator, from the same
 runs, and stay as they are there: English, as the Hugging Face course's Chinese edition keeps
-code and outputs in English.
+code and outputs in English. The notes under a what-if table are prose, written by hand in
+both languages in the variant's patch (stepN_*/whatif/*.patch: the English note, then a line
+"zh-CN: ..."): the Chinese page shows the Chinese note, with the English note's numbers.
 
     python tests/test_zh_pages.py      prints each Chinese page's sentence lengths
 """
@@ -25,8 +27,8 @@ PAIRS = {str(zh.relative_to(REPO)): str(en.relative_to(REPO))
 GLOSSARY = "docs/glossary.zh-CN.md"
 CHINESE_PAGES = [*PAIRS, GLOSSARY]
 # English sections a Chinese page does not mirror: one Chinese section links to them instead
-# (the teacher's page's grading, which the grading documentation holds: docs/classroom.md)
-NOT_MIRRORED = {"docs/teaching.md": ["What a class hands in, and how it is graded"]}
+# (none today: the teacher's page's grading is translated too)
+NOT_MIRRORED = {}
 # each English heading's Chinese counterpart (the same level, the same order, on every page)
 HEADINGS = {
     "From a plain PyTorch loop to distributed training with 🤗 Accelerate":
@@ -56,6 +58,9 @@ HEADINGS = {
     "Each lesson's commands in class, timed": "课堂上每一课的命令和用时",
     "Questions to ask before a run": "运行之前要问的问题",
     "What a class hands in, and how it is graded": "学生交什么、怎样评分",
+    "What a student can see": "学生能看到什么",
+    "GitHub Classroom": "GitHub Classroom",
+    "Gradescope": "Gradescope",
     "Where a class can run it": "全班可以在哪里运行",
     "Your own setup: flags, files, checkpoints, machines": "你自己的设置：参数、文件、checkpoint 和机器",
     "Your own dataset": "你自己的数据集",
@@ -65,6 +70,7 @@ HEADINGS = {
     "What a run writes, and what a bad input or Ctrl-C leaves": "一次运行写出什么，以及错误输入或 Ctrl-C 之后留下什么",
     "Installing torch": "安装 torch",
     "Your machine": "你的机器",
+    "A class in mainland China": "在中国大陆上课",
 }
 # Chinese prose, measured as the English pages' is (tests/test_pages.py): a unit is a Chinese
 # character, a word or number in Latin letters, or a piece of inline code; sentences end at
@@ -199,6 +205,11 @@ def test_every_generated_block_is_the_english_pages(page):
     assert [b[:2] for b in chinese] == [b[:2] for b in english], \
         f"{page} and {PAIRS[page]} hold other blocks: run make readme"
     for (kind, args, body), (_, _, theirs) in zip(chinese, english):
+        if kind == "whatif":  # the measured table the same; the notes in Chinese
+            assert body == update_readme.whatif_table(theirs) + \
+                update_readme.whatif_notes(int(args), "zh-CN"), \
+                f"{page}: its whatif {args} block is not the English table with the Chinese notes"
+            continue
         differ = [(ours, english_line) for ours, english_line
                   in zip(body.splitlines(), theirs.splitlines()) if ours != english_line]
         assert body == theirs, (f"{page}: its {kind} {args} block differs from "
@@ -212,10 +223,23 @@ def test_make_readme_writes_the_english_pages_measured_blocks_into_the_chinese_o
     english = "<!-- BEGIN whatif 3 -->\n| measured here |\n<!-- END whatif -->\n"
     chinese = "中文。\n<!-- BEGIN whatif 3 -->\n| an older table |\n<!-- END whatif -->\n"
     assert update_readme.copy_measured(chinese, english) == \
-        "中文。\n<!-- BEGIN whatif 3 -->\n| measured here |\n<!-- END whatif -->\n"
+        "中文。\n<!-- BEGIN whatif 3 -->\n| measured here |\n" + \
+        update_readme.whatif_notes(3, "zh-CN") + "<!-- END whatif -->\n"
     stale = [str(page.relative_to(REPO)) for page, text in update_readme.rendered_pages().items()
              if text != page.read_text()]
     assert not stale, f"run make readme: {stale}"
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 4])
+def test_every_what_if_note_is_in_chinese_with_the_english_notes_numbers(step):
+    from accelerate_course import patches
+    for variant in patches.variants(step):
+        assert bool(variant.note) == bool(variant.note_zh), \
+            f"{variant.path.name}: a note in one language only (add the line 'zh-CN: ...')"
+        assert numbers(variant.note_zh) == numbers(variant.note), \
+            f"{variant.path.name}: the Chinese note's numbers differ from the English note's"
+        assert not re.search(r"[a-z]{4,} [a-z]{4,} [a-z]{4,}", variant.note_zh), \
+            f"{variant.path.name}: its Chinese note holds an English sentence"
 
 
 @pytest.mark.parametrize("page", PAIRS)

@@ -90,8 +90,19 @@ def whatif_block(step, rows, with_time=True):
         if with_time:
             cells.append(f"{row.seconds:.1f} s")
         lines.append("| " + " | ".join(cells) + " |")
-    notes = [f"- **{v.name}**: {v.note}" for v in patches.variants(step) if v.note]
-    return "\n".join(lines) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
+    return "\n".join(lines) + "\n" + whatif_notes(step)
+
+
+def whatif_notes(step, lang="en"):
+    """Return a what-if block's end: its variants' notes, in English or (lang "zh-CN", on the
+    Chinese pages) in Chinese, both from the variants' patches (patches.Variant.note_in)."""
+    notes = [f"- **{v.name}**: {v.note_in(lang)}" for v in patches.variants(step) if v.note]
+    return "\n" + "\n".join(notes) + "\n" if notes else ""
+
+
+def whatif_table(body):
+    """Return a what-if block's table, without the notes under it."""
+    return body.split("\n\n", 1)[0].rstrip("\n") + "\n"
 
 
 def invariants_block(step, rows):
@@ -163,9 +174,13 @@ MEASURED = (WHATIF, INVARIANTS, QUESTIONS)
 def copy_measured(text, english):
     """Return a Chinese page's text with each measured block (what-if, invariants, questions)
     replaced by the English page's block of the same kind and step: one measurement, written
-    once, shown in both languages."""
+    once, shown in both languages. A what-if block's notes, written by hand, come in Chinese
+    (whatif_notes)."""
     for pattern in MEASURED:
         blocks = {match.group(2): match.group(3) for match in pattern.finditer(english)}
+        if pattern is WHATIF:  # the measured table, and the notes in Chinese
+            blocks = {step: whatif_table(body) + whatif_notes(int(step), "zh-CN")
+                      for step, body in blocks.items()}
 
         def replace(match):
             head, step, body, tail = match.groups()
