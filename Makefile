@@ -18,8 +18,8 @@ BIN := $(VENV)/bin
 .PHONY: course test test-unit lesson what-if exercise takehome check install clean \
 	student-template gradescope test-classroom test-hosted benchmark notebook readme xla-lane verify-embedded gpu-check gpu-bundle
 
-# the pinned packages, torch built for this machine (TORCH=cpu, cuda, cu126 or cu128 to
-# choose), and the course itself (common/ and accelerate_course/, editable): one line says
+# the pinned packages, torch built for this machine (TORCH=cpu, cuda, cu126, cu129, cu130 or
+# cu132 to choose), and the course itself (common/ and accelerate_course/, editable): one line says
 # which torch and how big before pip downloads it; a Python older than 3.11 is refused first
 TORCH ?= auto
 $(BIN)/.installed: requirements.txt pyproject.toml

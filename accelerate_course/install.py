@@ -10,8 +10,8 @@ Before pip runs, one line says which build of torch comes and about how big it i
 - Linux with an NVIDIA driver of 580 or newer (or WSL, with Windows' NVIDIA driver): PyPI's
   CUDA 13.0 build; with an older driver, which that build cannot use, the CPU build, saying so;
 - macOS and others: PyPI's own build (on Apple silicon, CPU and Apple's GPU, mps).
---torch (make's TORCH=) chooses: cpu, cuda (PyPI's), or cu126 / cu128 (PyTorch's CUDA 12.x
-indexes). Where PyPI's and PyTorch's indexes differ, torch is installed first, from PyTorch's
+--torch (make's TORCH=) chooses: cpu, cuda (PyPI's), or one of PyTorch's CUDA indexes for
+torch 2.13: cu126, cu129, cu130, cu132. Where PyPI's and PyTorch's indexes differ, torch is installed first, from PyTorch's
 index alone, and the rest from pip's usual indexes ("2.13.0+cpu" satisfies "torch==2.13.0");
 Where torch comes from, when PyTorch's index is far or slow (the student chooses; nothing is
 timed): COURSE_TORCH_INDEX names another simple index (PEP 503, a page per project, as
@@ -81,8 +81,12 @@ def nvidia_driver():
     return None
 
 
+# PyTorch's CUDA indexes that hold torch 2.13 (its release lists CUDA 12.6, 12.9, 13.0, 13.2)
+CUDA_BUILDS = ("cu126", "cu129", "cu130", "cu132")
+
+
 def choose(asked="auto", system=None, machine=None, driver=None):
-    """Return (build, why): the torch build to install ("cpu", "cuda", "cu126", "cu128", or
+    """Return (build, why): the torch build to install ("cpu", "cuda", one of CUDA_BUILDS, or
     "default": PyPI's own, for a system where it has no CUDA) and why, in a few words."""
     system = system or platform.system()
     machine = (machine or platform.machine()).lower()
@@ -105,7 +109,7 @@ def choose(asked="auto", system=None, machine=None, driver=None):
 
 def index_of(build):
     """Return the index torch comes from for a build, or None: pip's usual indexes (PyPI)."""
-    return PYTORCH_INDEX.format(build=build) if build in ("cpu", "cu126", "cu128") else None
+    return PYTORCH_INDEX.format(build=build) if build in ("cpu", *CUDA_BUILDS) else None
 
 
 def torch_index(build):
@@ -129,8 +133,8 @@ def torch_find_links():
 def describe(build, machine=None):
     """Return the build and its size, for the line said before the download."""
     machine = (machine or platform.machine()).lower()
-    name = {"cpu": "the CPU build", "cuda": "the CUDA 13.0 build", "cu126": "the CUDA 12.6 "
-            "build", "cu128": "the CUDA 12.8 build", "default": "PyPI's build"}[build]
+    name = {"cpu": "the CPU build", "cuda": "the CUDA 13.0 build", "default": "PyPI's build",
+            **{b: f"the CUDA {b[2:-1]}.{b[-1]} build" for b in CUDA_BUILDS}}[build]
     size = SIZES.get((build, machine), "a download of several GB" if build.startswith("cu")
                      else "a download of a few hundred MB")
     return f"{name} ({size})"
@@ -179,7 +183,7 @@ def main():
     parser = argparse.ArgumentParser(prog="python -m accelerate_course.install",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--torch", default=os.environ.get("TORCH") or "auto",
-                        choices=["auto", "cpu", "cuda", "cu126", "cu128"],
+                        choices=["auto", "cpu", "cuda", *CUDA_BUILDS],
                         help="which build of torch (default auto: from this machine)")
     parser.add_argument("--venv", default=".venv", type=Path)
     parser.add_argument("--plan", action="store_true", help="say what it would install")
