@@ -116,9 +116,9 @@ def test_srun_without_a_launcher_is_refused_in_one_line(tmp_path):
     assert result.returncode == 1
     output = result.stdout + result.stderr
     assert output.strip() == ("error: srun started this script as 2 separate tasks, without a "
-                              "launcher (no WORLD_SIZE): each would train alone on all the data "
-                              "and write the same metrics.json; start one task per machine that "
-                              "runs torchrun or accelerate launch (docs/cluster.md)")
+                              "launcher (no WORLD_SIZE): each would train alone on all the "
+                              "data; start one task per machine that runs torchrun or "
+                              "accelerate launch (docs/cluster.md)")
     assert not (tmp_path / "metrics.json").exists()
 
 

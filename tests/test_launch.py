@@ -183,7 +183,8 @@ GPU = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}  # deterministic cuBLAS, with --det
 @pytest.mark.parametrize("gpus,tpu,launches", [
     (0, False, {1: ("python", 1, ONE), 2: ("python", 1, ONE),
                 3: ("accelerate launch", 2, CPU), 4: ("notebook_launcher", 2, ONE)}),
-    # one GPU: the CPU processes of steps 3 and 4 are not shown it (common.launch.hide_gpus)
+    # one GPU: the CPU processes of steps 3 and 4 are not shown it (CUDA_VISIBLE_DEVICES= in
+    # their command, as common/launch.py asks)
     (1, False, {1: ("python", 1, GPU), 2: ("python", 1, GPU),
                 3: ("accelerate launch", 2, {**CPU, "CUDA_VISIBLE_DEVICES": ""}),
                 4: ("notebook_launcher", 2, {**CPU, "CUDA_VISIBLE_DEVICES": ""})}),

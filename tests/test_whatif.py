@@ -296,13 +296,17 @@ def bf16_kernels_masked(table):
 
 @pytest.mark.parametrize("step", sorted(STEPS))
 def test_the_readme_shows_each_steps_table_as_the_lab_measures_it(lab_runs, step):
-    shown = dict((int(m.group(2)), m.group(3)) for m in update_readme.shown(update_readme.WHATIF))
+    # the English pages; a Chinese page's block is the same table with the notes in Chinese
+    # (tests/test_zh_pages.py holds the two equal)
+    english = update_readme.ENGLISH
+    shown = dict((int(m.group(2)), m.group(3))
+                 for m in update_readme.shown(update_readme.WHATIF, english))
     assert step in shown, f"no lesson page has a what-if table for step {step}"
     measured = update_readme.whatif_block(step, lab_runs(step).rows)
     assert masked(shown[step]) == masked(measured), \
         f"the step {step} what-if table is stale: run make readme WHATIF=1"
     invariants = dict((int(m.group(2)), m.group(3))
-                      for m in update_readme.shown(update_readme.INVARIANTS))
+                      for m in update_readme.shown(update_readme.INVARIANTS, english))
     rows = lab_runs(step).invariant_rows
     assert (step in invariants) == bool(rows), f"step {step}'s invariants table"
     if rows:  # (times aside, as in the what-if tables: "training 0.93 s against 0.85 s")
@@ -313,7 +317,7 @@ def test_the_readme_shows_each_steps_table_as_the_lab_measures_it(lab_runs, step
         assert shown_table == measured_table, \
             f"the step {step} invariants table is stale: run make readme WHATIF=1"
     questions = dict((int(m.group(2)), m.group(3))
-                     for m in update_readme.shown(update_readme.QUESTIONS))
+                     for m in update_readme.shown(update_readme.QUESTIONS, english))
     assert questions.get(step) == update_readme.questions_block(step, lab_runs(step).rows), \
         f"the teacher's page's questions for step {step} are stale: run make readme WHATIF=1"
 

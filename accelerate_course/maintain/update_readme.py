@@ -200,10 +200,10 @@ def rendered_pages(results=None):
     return pages
 
 
-def shown(pattern):
-    """Return the blocks of one kind (BLOCK, WHATIF, INVARIANTS or QUESTIONS) on all pages, as
-    matches."""
-    return [match for page in PAGES for match in pattern.finditer(page.read_text())]
+def shown(pattern, pages=PAGES):
+    """Return the blocks of one kind (BLOCK, WHATIF, INVARIANTS or QUESTIONS) on the pages (all
+    of them unless given), as matches."""
+    return [match for page in pages for match in pattern.finditer(page.read_text())]
 
 
 def write_pages(results=None):
