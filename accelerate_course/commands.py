@@ -75,7 +75,7 @@ def command_for(step, script, n, launcher="accelerate", gpus=False, port=None, m
 
 
 def course_commands(gpus, tpu=False, processes=2, launcher="accelerate", mps=False, xla=None,
-                    tpu_branch=None):
+                    tpu_branch=None, gpu_aside=False):
     """Return make course's {step: StepCommand} for a machine with `gpus` CUDA GPUs (and a TPU
     or not, Apple's GPU, mps, or not), each step as its record says it starts.
 
@@ -94,6 +94,8 @@ def course_commands(gpus, tpu=False, processes=2, launcher="accelerate", mps=Fal
     mps (a Mac with Apple silicon, no CUDA): one-process steps pick mps by themselves; the
       others on CPU processes, as without a GPU (gloo on the CPU; Accelerate joins no
       processes on mps).
+    gpu_aside: an NVIDIA GPU this torch cannot use (machine.gpu_problem) is there: every step
+      runs on the CPU, with CUDA_VISIBLE_DEVICES= in its command.
     """
     on_gpus = min(processes, gpus) if gpus >= 2 else 0
     n = on_gpus or processes
@@ -138,6 +140,9 @@ def course_commands(gpus, tpu=False, processes=2, launcher="accelerate", mps=Fal
         else:
             commands[number] = own_processes(number, script, n, tpu, gpus, on_gpus, where,
                                              cpu_env, {**one_thread, **no_xla}, xla, tpu_branch)
+    if gpu_aside:
+        commands = {number: command._replace(env={**command.env, "CUDA_VISIBLE_DEVICES": ""})
+                    for number, command in commands.items()}
     return commands
 
 

@@ -45,14 +45,14 @@ def describe_machine():
 
 def machine():
     """Return (CUDA GPUs, whether a TPU is attached, whether Apple's GPU (mps) is there, a few
-    words about it) for this machine."""
+    words about it, whether an NVIDIA GPU this torch cannot use was put aside) for this
+    machine. A GPU put aside counts as none: every step then runs on the CPU
+    (course_commands puts CUDA_VISIBLE_DEVICES= in its command), and the words say why."""
     import torch
     problem = gpu_problem(torch)
     if problem:
-        # every step then runs on the CPU, and the plan says why in its first line
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
         return 0, False, False, (f"no GPU this torch can use, {os.cpu_count()} CPU cores; "
-                                 f"{problem}")
+                                 f"{problem}"), True
     gpus = torch.cuda.device_count()
     mps = not gpus and torch.backends.mps.is_available()
     # a TPU: PJRT_DEVICE=TPU, or a TPU chip on the PCI bus (torch_xla's own test)
@@ -60,13 +60,13 @@ def machine():
     chips = tpu_chips()
     if chips or os.environ.get("PJRT_DEVICE") == "TPU":
         return gpus, True, False, (f"a TPU ({len(chips)} chip{'s' if len(chips) > 1 else ''}, "
-                                   f"{chips[0]})" if chips else "a TPU (PJRT_DEVICE=TPU)")
+                                   f"{chips[0]})" if chips else "a TPU (PJRT_DEVICE=TPU)"), False
     if gpus:
         return (gpus, False, False,
-                f"{gpus} GPU{'s' if gpus > 1 else ''} ({torch.cuda.get_device_name(0)})")
+                f"{gpus} GPU{'s' if gpus > 1 else ''} ({torch.cuda.get_device_name(0)})", False)
     if mps:
-        return 0, False, True, f"Apple's GPU (mps), {os.cpu_count()} CPU cores"
-    return 0, False, False, f"no GPU, {os.cpu_count()} CPU cores"
+        return 0, False, True, f"Apple's GPU (mps), {os.cpu_count()} CPU cores", False
+    return 0, False, False, f"no GPU, {os.cpu_count()} CPU cores", False
 
 
 def refuse_windows():

@@ -219,8 +219,8 @@ def main():
     from common.cli import parse_args as step_arguments
     step_arguments([*step_flags, "--output-dir", args.output_dir])
     lock = hold_output_dir(Path(args.output_dir))  # held until the command ends
-    gpus, tpu, mps, hardware = machine()
-    launches = course_commands(gpus, tpu, args.processes, args.launcher, mps)
+    gpus, tpu, mps, hardware, gpu_aside = machine()
+    launches = course_commands(gpus, tpu, args.processes, args.launcher, mps, gpu_aside=gpu_aside)
     order = rounds(launches, args.steps, cores())
     print(f"launch plan ({hardware}):")
     for step in args.steps:

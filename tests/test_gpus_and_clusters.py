@@ -95,11 +95,16 @@ def test_the_runner_puts_an_unusable_gpu_aside_and_says_why(monkeypatch, driver)
     from accelerate_course import machine
     monkeypatch.setattr(machine, "gpu_problem", lambda torch: "GPU 0 (Tesla P100) has no kernels")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    gpus, tpu, mps, words = machine.machine()
-    assert (gpus, tpu, mps) == (0, False, False)
-    assert words.endswith("; GPU 0 (Tesla P100) has no kernels")
     import os
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""  # every step runs on the CPU, as planned
+    before = dict(os.environ)
+    gpus, tpu, mps, words, aside = machine.machine()
+    assert (gpus, tpu, mps, aside) == (0, False, False, True)
+    assert words.endswith("; GPU 0 (Tesla P100) has no kernels")
+    assert dict(os.environ) == before  # the runner's own environment is left as it was
+    # every step runs on the CPU, as planned, the GPU hidden in its own command
+    from accelerate_course.commands import course_commands
+    planned = course_commands(gpus, gpu_aside=aside)
+    assert all(command.env.get("CUDA_VISIBLE_DEVICES") == "" for command in planned.values())
 
 
 # clusters ---------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def main():
 
 def measure(args):
     """Run what the benchmark measures, and print its tables."""
-    gpus, tpu, mps, _ = machine.machine()
+    gpus, tpu, mps, _, _ = machine.machine()
     launches = commands.course_commands(gpus, tpu, mps=mps)
     order = []
     for i in range(args.repeats):

@@ -178,7 +178,7 @@ def main():
                  "runs on a machine with an NVIDIA GPU")
     # one GPU, the case a class meets most (Colab, Kaggle, a laptop): GPU 0 only
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")
-    gpus, tpu, mps, hardware = machine()
+    gpus, tpu, mps, hardware, _ = machine()
     launches = course_commands(max(gpus, 1), tpu)  # a rehearsal plans as if for one GPU
     lines = [f"Machine: {hardware} ({cpu_name()}), NVIDIA driver "
              f"{nvidia_driver()}; Python {platform.python_version()}; {versions()}.", "",
