@@ -11,8 +11,9 @@ Before pip runs, one line says which build of torch comes and about how big it i
   CUDA 13.0 build; with an older driver, which that build cannot use, the CPU build, saying so;
 - macOS and others: PyPI's own build (on Apple silicon, CPU and Apple's GPU, mps).
 --torch (make's TORCH=) chooses: cpu, cuda (PyPI's), or one of PyTorch's CUDA indexes for
-torch 2.13: cu126, cu129, cu130, cu132. Where PyPI's and PyTorch's indexes differ, torch is installed first, from PyTorch's
-index alone, and the rest from pip's usual indexes ("2.13.0+cpu" satisfies "torch==2.13.0");
+torch 2.13: cu126, cu129, cu130, cu132. Where PyPI's and PyTorch's indexes differ, torch is
+installed first, from PyTorch's index alone, and the rest from pip's usual indexes
+("2.13.0+cpu" satisfies "torch==2.13.0");
 Where torch comes from, when PyTorch's index is far or slow (the student chooses; nothing is
 timed): COURSE_TORCH_INDEX names another simple index (PEP 503, a page per project, as
 PyTorch's own: pip --index-url), COURSE_TORCH_FIND_LINKS a flat page or folder of wheel files

@@ -3,9 +3,10 @@
 Every process a course command starts (a step, a launcher, the lab's driver) starts in a
 process group of its own (start()). A terminal's Ctrl-C then reaches the command alone, and
 the command hands the signal on, once, to each group it started: a step gets exactly one
-SIGINT and says so in its own line (common/launch.py, stop_in_one_line); a launcher (accelerate launch,
-torchrun) gets one and stops its workers, which run in sessions of their own. SIGTERM to the
-command (what `kill` and make send) and SIGHUP (the terminal closed) are handed on as SIGTERM.
+SIGINT and says so in its own line (common/launch.py, stop_in_one_line); a launcher
+(accelerate launch, torchrun) gets one and stops its workers, which run in sessions of their
+own. SIGTERM to the command (what `kill` and make send) and SIGHUP (the terminal closed) are
+handed on as SIGTERM.
 While inside stop_together(), such a signal also raises Stopped in the command, which waits
 for its processes to end (GRACE seconds), kills what is left of their process trees, and
 ends with one line and 128 + the signal's number: 130 for Ctrl-C, 143 for SIGTERM.

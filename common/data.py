@@ -14,7 +14,7 @@ from datasets import ClassLabel, Dataset, DatasetDict, disable_progress_bars, lo
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding
 
-from common.cli import check_dataset_name
+from common.cli import SHIPPED_DATASETS, check_dataset_name
 from common.errors import fail
 from common.hub import hub_address, hub_out_of_reach
 
@@ -50,7 +50,7 @@ def load_splits(name):
     is checked before anything is tokenized; exits with one error line that names the split,
     the row and the value when something cannot be used.
     """
-    if name in ("embedded", "embedded-sst2"):
+    if name in SHIPPED_DATASETS:
         folder = EMBEDDED_DATA if name == "embedded" else EMBEDDED_SST2
         return check_splits(load_dataset(str(folder)), f"the {name} dataset")
     if name in ("glue", "glue-mrpc", "glue-sst2"):

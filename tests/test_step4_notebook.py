@@ -309,9 +309,9 @@ def test_a_second_launch_after_an_in_process_run_refuses(tmp_path):
 @pytest.mark.runs
 def test_the_forked_processes_connect_only_once_all_are_forked(tmp_path):
     # the gate that keeps notebook_launcher's forks apart from its store thread's name lookups
-    # (common/launch.py, connect_after_all_forked, says why): 3 real forks, 0.5 s apart, as multiprocessing's fork
-    # start does them; each forked process notes when it goes on, the launcher when it forked
-    # the last one. Without the gate the first goes on about a second before the last fork.
+    # (common/launch.py, connect_after_all_forked, says why): 3 real forks, 0.5 s apart, as
+    # multiprocessing's fork start does them; each forked process notes when it goes on, the
+    # launcher when it forked the last one. Without the gate the first goes on about a second before the last fork.
     script = tmp_path / "forks.py"
     script.write_text(
         "import json, multiprocessing, sys, time\n"
