@@ -14,6 +14,7 @@ stops it all (accelerate_course/running.py).
 """
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import os
@@ -26,7 +27,8 @@ from pathlib import Path
 from accelerate_course import running
 from accelerate_course.commands import course_commands, rounds
 from accelerate_course.machine import cores, machine, refuse_windows
-from accelerate_course.steps import FOLDERS, REPO, STEPS
+from accelerate_course.reloading import compare_reloaded
+from accelerate_course.steps import FOLDERS, IDENTICAL, REPO, STEPS
 from common.settings import settings_that_change_the_numbers
 
 IDENTICAL_FIELDS = ("predictions", "train_losses", "accuracy", "f1")
@@ -142,6 +144,29 @@ def compare(earlier, later, tolerance):
     if read:
         verdict += " with " + ", ".join(f"{name}={value}" for name, value in read.items())
     return verdict, holds
+
+
+def weights_of(run_folder):
+    """Return the sha256 of the weights a step saved (<run_folder>/model/model.safetensors)."""
+    return hashlib.sha256((run_folder / "model" / "model.safetensors").read_bytes()).hexdigest()
+
+
+def check_reloaded(runs, results):
+    """Return ({step: what its reloaded model gave}, whether every one holds): each finished
+    step's saved model reloaded in a fresh process (accelerate_course/reloading.py), its
+    predictions counted against the run's own, and, for a step held identical to the step
+    before it, its weights' sha256 against that step's."""
+    cells, holds = {}, True
+    said = compare_reloaded({runs[step].folder: STEPS[step].eval_padding for step in results})
+    for step, metrics in results.items():
+        cell = said[runs[step].folder]
+        holds &= cell == f"{len(metrics['predictions'])} / {len(metrics['predictions'])} equal"
+        if step - 1 in results and STEPS[step].within is IDENTICAL:
+            same = weights_of(runs[step].folder) == weights_of(runs[step - 1].folder)
+            cell += f"; {'same' if same else 'OTHER'} weights as step {step - 1}'s"
+            holds &= same
+        cells[step] = cell
+    return cells, holds
 
 
 def counts_hold(metrics, validation_size):
@@ -264,6 +289,12 @@ def main():
                     print(f"    stopped here: step{'s' if len(later) > 1 else ''} "
                           f"{', '.join(later)} share this input and would refuse it too")
                     break
+            wall = time.perf_counter() - start
+            if results:
+                print("each saved model, reloaded in a fresh process ...", end=" ", flush=True)
+                reloaded, holds = check_reloaded(runs, results)
+                failed |= not holds
+                print("done")
     except running.Stopped as stop:
         stopped = [s for s in ran if s not in results]
         print(flush=True)  # the round's line, left open
@@ -277,16 +308,15 @@ def main():
                                f"{' and '.join(map(str, stopped))}" if stopped else "")
                             + (f"; step{'s' if len(later) > 1 else ''} {', '.join(later)} "
                                "not started" if later else "") + ": no table, no plot")
-    wall = time.perf_counter() - start
 
     print()
     header = ("step", "launch", "processes", "accuracy", "f1", "gathered / kept", "train s",
-              "eval s", "vs previous step")
+              "eval s", "vs previous step", "saved model, reloaded")
     rows = []
     for step in args.steps:
         if step not in results:
             rows.append((str(step), launches[step].launcher, "-", "-", "-", "-", "-", "-",
-                         "FAILED" if step in ran else "not run"))
+                         "FAILED" if step in ran else "not run", "-"))
             continue
         m = results[step]
         verdict = "-"
@@ -300,7 +330,8 @@ def main():
         gathered = m.get("eval_gathered", m["eval_samples"])
         rows.append((str(step), launches[step].launcher, str(m["num_processes"]),
                      f"{m['accuracy']:.4f}", f"{m['f1']:.4f}", f"{gathered} / {m['eval_samples']}",
-                     f"{m['train_seconds']:.1f}", f"{m['eval_seconds']:.1f}", verdict))
+                     f"{m['train_seconds']:.1f}", f"{m['eval_seconds']:.1f}", verdict,
+                     reloaded[step]))
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     for row in (header, *rows):
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

@@ -41,6 +41,9 @@ class Step(NamedTuple):
     lab_dropout: bool = True
     # its line in make course's loss plot: matplotlib's line style and width
     plot: tuple = ("-", 1.5)
+    # the length it pads every validation pair to (step 4: XLA's fixed shapes), or None (each
+    # batch to its longest pair): its saved model is reloaded and batched the same way
+    eval_padding: int | None = None
 
     @property
     def train_py(self):
@@ -67,11 +70,11 @@ class Step(NamedTuple):
 
 STEPS = {step.number: step for step in [
     Step(1, "step1_plain_loop", "python", joins_processes=False, plot=("-", 3.5)),
-    Step(2, "step2_accelerate", "python", joins_processes=True, budget=20, plot=("--", 1.5)),
-    Step(3, "step3_distributed_eval", "a launcher", joins_processes=True, budget=25,
+    Step(2, "step2_accelerate", "python", joins_processes=True, budget=22, plot=("--", 1.5)),
+    Step(3, "step3_distributed_eval", "a launcher", joins_processes=True, budget=32,
          within=0.05, plot=("-", 2.5)),
     Step(4, "step4_tpu_notebook", "itself", joins_processes=True, budget=30, within=0.05,
-         lab_dropout=False, plot=(":", 2.0)),
+         lab_dropout=False, plot=(":", 2.0), eval_padding=128),
 ]}
 LESSONS = [n for n in STEPS if n - 1 in STEPS]  # a lesson is a step with a step before it
 FOLDERS = {n: step.folder for n, step in STEPS.items()}

@@ -1,8 +1,11 @@
-"""Writing a run's results: metrics.json, written whole or not at all."""
+"""Writing a run's results: the trained model and metrics.json, each written whole or not at
+all."""
 
 import json
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from common.errors import fail
@@ -33,9 +36,7 @@ def write_metrics(output_dir, args, results):
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as an ordinary new file (mkstemp makes it private)
+        os.chmod(tmp, 0o666 & ~_umask())  # as an ordinary new file (mkstemp makes it private)
         os.replace(tmp, path)
     except OSError as error:
         if tmp:
@@ -49,3 +50,44 @@ def write_metrics(output_dir, args, results):
         raise
     print(f"metrics written to {path}", flush=True)
     return path
+
+
+@contextmanager
+def saving_model(output_dir):
+    """Yield a new, empty folder beside <output_dir>/model for the block to save the trained
+    model and its tokenizer into; when the block ends, that folder becomes <output_dir>/model
+    (an earlier one is replaced whole) and a line says where. A save that fails (a full disk,
+    a read-only folder) ends the run in one line and leaves an earlier model as it was; the
+    half-saved folder is removed. Returns nothing: from_pretrained(<output_dir>/model) loads it.
+    """
+    from safetensors import SafetensorError
+    target = Path(output_dir) / "model"
+    folder = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(dir=target.parent, prefix=".model-"))
+        yield folder
+        os.chmod(folder, 0o777 & ~_umask())  # as an ordinary new folder (mkdtemp's is private)
+        earlier = None
+        if target.exists():  # moved aside first: a folder cannot be renamed onto another
+            earlier = Path(tempfile.mkdtemp(dir=target.parent, prefix=".model-earlier-"))
+            os.replace(target, earlier / "model")
+        os.replace(folder, target)
+        folder = None
+        if earlier:
+            shutil.rmtree(earlier)
+    except (OSError, SafetensorError) as error:
+        fail(f"{target} could not be saved ({getattr(error, 'strerror', None) or error}): "
+             "an earlier model there is as it was; free some space or pass another "
+             "--output-dir")
+    finally:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+    print(f"model saved to {target}", flush=True)
+
+
+def _umask():
+    """Return this process's umask (read by setting it, then set back)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask

@@ -19,7 +19,7 @@ try:  # the course's packages: in the environment make install made
     from common.launch import check_launch
     from common.data import get_dataloaders, load_splits
     from common.metric import GLUE_MRPC_METRIC
-    from common.output import write_metrics
+    from common.output import saving_model, write_metrics
 except ModuleNotFoundError as missing:  # another Python: one line, not a traceback
     raise SystemExit(f"error: {missing}; run the course in its environment (source "
                      ".venv/bin/activate), or in a notebook its setup cell first")
@@ -104,6 +104,10 @@ def training_function(args):
         f"validation: accuracy {eval_metric['accuracy']:.4f}, "
         f"f1 {eval_metric['f1']:.4f} ({len(predictions)} examples)"
     )
+    # the trained model and its tokenizer, which from_pretrained(<output-dir>/model) reloads
+    with saving_model(args.output_dir) as folder:  # filled aside, then put in place whole
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
     write_metrics(args.output_dir, args, results)  # metrics.json, and a line saying where
 
 
