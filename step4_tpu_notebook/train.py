@@ -124,7 +124,8 @@ def training_function(model, args):  # the model comes in from outside
         # the trained model and its tokenizer, which from_pretrained(<output-dir>/model) reloads
         with saving_model(args.output_dir) as folder:  # filled aside, then put in place whole
             # the model prepare() was given, without the wrapper prepare() may have put around it
-            accelerator.unwrap_model(model).save_pretrained(folder)
+            # to the CPU first: safetensors cannot read weights held on an XLA device (a TPU)
+            accelerator.unwrap_model(model).to("cpu").save_pretrained(folder)
             tokenizer.save_pretrained(folder)
         write_metrics(args.output_dir, args, results)  # metrics.json, and a line saying where
     accelerator.end_training()  # leave the process group, if there is one, before exiting

@@ -317,3 +317,23 @@ def test_without_the_pause_only_the_course_cut_stays_exact(tmp_path):
     # kept in every run, whatever else the race cuts (once seen: 408 rows, 400 distinct)
     for batch_size in (8, 32, 24, 10):
         assert all(duplicated > 0 for *_, duplicated in spread[("simulated", batch_size)])
+
+
+def test_step4_saves_on_xla_a_model_that_reloads_to_the_runs_predictions(tmp_path):
+    step4 = REPO / "step4_tpu_notebook" / "train.py"
+    out = tmp_path / "xla"
+    assert_ok(run_command([sys.executable, step4, "--output-dir", out, "--num-processes", "1",
+                           *SHORT], **TPU_BRANCH))
+    from accelerate_course.reloading import compare_reloaded
+    # reloaded on the plain CPU, in a fresh process, batched as the run was (128 tokens)
+    assert compare_reloaded({out: 128}) == {out: "408 / 408 equal"}
+    # step 3's line, which saves the weights where they are: safetensors cannot read a tensor
+    # held on an XLA device, so the run stops at the save and no model is written
+    step3_line = tmp_path / "step3_line.py"
+    step3_line.write_text(step4.read_text().replace('.to("cpu").save_pretrained(',
+                                                    ".save_pretrained("))
+    failed = run_command([sys.executable, step3_line, "--output-dir", tmp_path / "step3_line",
+                          "--num-processes", "1", *SHORT], **TPU_BRANCH)
+    assert failed.returncode != 0
+    assert "Attempted to access the data pointer on an invalid python storage" in failed.stderr
+    assert not (tmp_path / "step3_line" / "model").exists()
