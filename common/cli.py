@@ -116,7 +116,7 @@ def parse_args(argv=None, description=None, settings=None):
     # before any data or model is loaded: fail fast, in one line, and lose nothing
     check_dataset_name(args.dataset)
     check_cache_folders()
-    check_output_dir(args.output_dir)
+    check_output_dir(args.output_dir, args.checkpoint)
     check_port(args.port)
     if args.dataset not in SHIPPED_DATASETS:
         # a dataset the course does not ship is read and checked now, by every process before
@@ -185,9 +185,27 @@ def check_cache_folders():
                  f"{why}; {fix}")
 
 
-# the space a run's results may take: metrics.json of a full default run is about 45 KiB
-# (its 1,377 losses and 408 predictions), a course run's log about as much; with a margin
+# the space a run's results may take besides the model: metrics.json of a full default run is
+# about 45 KiB (its 1,377 losses and 408 predictions), a course run's log about as much, the
+# saved tokenizer about as much; with a margin
 NEEDED_SPACE = 1024 * 1024
+
+
+def weights_size(checkpoint):
+    """Return the size in bytes of the weights --checkpoint names, where they are on this
+    machine (the embedded tiny BERT, a local folder, the hub's cache), else 0: the trained
+    model a step saves is about as big (in float32, without the pretraining heads)."""
+    from common.embedded import CHECKPOINT as EMBEDDED_CHECKPOINT
+    folder = EMBEDDED_CHECKPOINT if checkpoint == "embedded" else Path(checkpoint)
+    if folder.is_dir():
+        return sum(f.stat().st_size for f in folder.iterdir()
+                   if f.suffix in (".safetensors", ".bin") and f.is_file())
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        cached = try_to_load_from_cache(checkpoint, "model.safetensors")
+    except Exception:  # not a hub id: resolve_checkpoint says so, in its own line
+        return 0
+    return Path(cached).stat().st_size if isinstance(cached, str) else 0
 
 
 def free_port() -> int:
@@ -214,8 +232,9 @@ def check_port(port):
                  "listens on it); run again with --port 0 to use a free port")
 
 
-def check_output_dir(folder):
-    """Exit with one error line unless metrics.json can be written into folder: a run that
+def check_output_dir(folder, checkpoint="embedded"):
+    """Exit with one error line unless the trained model and metrics.json can be written into
+    folder (its disk has room for them: weights_size(checkpoint) and NEEDED_SPACE): a run that
     could not save its results is not started. Nothing is left behind: a folder that does not
     exist yet is tried in its nearest existing parent (write_metrics makes it at the end)."""
     path = Path(folder)
@@ -233,10 +252,11 @@ def check_output_dir(folder):
     except OSError as error:
         fail(f"--output-dir {folder} cannot be written ({error.strerror or error}); pass a "
              "folder you can write to, such as outputs/run1")
-    free = shutil.disk_usage(existing).free
-    if free < NEEDED_SPACE:
-        fail(f"--output-dir {folder} has {free // 1024} KiB free, and a run's results need up to "
-             f"{NEEDED_SPACE // 1024} KiB; free some space or pass a folder on another disk")
+    free, needed = shutil.disk_usage(existing).free, NEEDED_SPACE + weights_size(checkpoint)
+    if free < needed:
+        fail(f"--output-dir {folder} has {free // 1024} KiB free, and a run's results (the "
+             f"trained model and metrics.json) need up to {needed // 1024} KiB; free some space "
+             "or pass a folder on another disk")
     if (path / "metrics.json").is_dir():
         fail(f"{path / 'metrics.json'} is a folder; remove it or pass another --output-dir")
 

@@ -3,6 +3,7 @@ all."""
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -77,7 +78,10 @@ def saving_model(output_dir):
         if earlier:
             shutil.rmtree(earlier)
     except (OSError, SafetensorError) as error:
-        fail(f"{target} could not be saved ({getattr(error, 'strerror', None) or error}): "
+        # safetensors says an OSError in its own words: "... I/O error: ... (os error 28)"
+        code = re.search(r"\(os error (\d+)\)", str(error))
+        why = getattr(error, "strerror", None) or (os.strerror(int(code[1])) if code else error)
+        fail(f"{target} could not be saved ({why}): "
              "an earlier model there is as it was; free some space or pass another "
              "--output-dir")
     finally:

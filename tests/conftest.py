@@ -113,12 +113,14 @@ def assert_ok(result):
 def full_default_runs(folder):
     """Full default runs (3 epochs, 1,377 optimizer steps) of steps 1 and 2, each with
     `python stepN/train.py` on one thread, as `make course` runs them (so the README's numbers
-    are these): the two at once, one core each; {step: its metrics}."""
+    are these): the two at once, one core each; {step: its metrics, and "saved_to": its
+    output folder, where its model is}."""
     done = run_within([(step_command(step, folder / f"step{step}"),
                         offline_env(OMP_NUM_THREADS="1")) for step in (1, 2)], 900)
     for output, code in done:
         assert code == 0, output[-3000:]
-    return {step: read_metrics(folder / f"step{step}") for step in (1, 2)}
+    return {step: dict(read_metrics(folder / f"step{step}"), saved_to=folder / f"step{step}")
+            for step in (1, 2)}
 
 
 @pytest.fixture(scope="session")

@@ -151,8 +151,9 @@ def test_a_full_disk_is_refused_before_anything_trains(tmp_path):
         result = run(step_command(1, disk / "out", "--max-train-steps", "3"))
         assert result.returncode == 1
         assert (result.stdout + result.stderr).strip().splitlines() == [
-            f"error: --output-dir {disk / 'out'} has 64 KiB free, and a run's results need up "
-            "to 1024 KiB; free some space or pass a folder on another disk"]
+            f"error: --output-dir {disk / 'out'} has 64 KiB free, and a run's results (the "
+            "trained model and metrics.json) need up to 3822 KiB; free some space or pass a "
+            "folder on another disk"]
 
 
 def test_results_that_do_not_fit_end_in_one_line_and_keep_the_earlier_ones(tmp_path):
