@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from accelerate_course import lab_runs, measuring, messages, running, takehome
+from accelerate_course.diagnosis import model_lost, saved_model_said
 from accelerate_course.messages import joined, language, say, then
 from accelerate_course.steps import FOLDERS, TRAIN_PY as STEP_FILE
 
@@ -201,6 +202,10 @@ def voice_problem(run, what):
     parts = []
     if what == "writes" and run.writes != 1:
         parts.append(say("hint.writers", n=run.writes))
+    if what == "writes" and run.saves > 1:
+        parts.append(say("hint.savers", n=run.saves))
+    if what == "writes" and model_lost(run):
+        parts.append(saved_model_said(run))
     if what == "prints":
         if run.printed != 1:
             parts.append(say("hint.printers", n=run.printed))
@@ -318,7 +323,8 @@ def grade_lesson3(grading, run, reference, unseen):
         checks.append(check("eval_loss", not loss_problem(grading, run),
                             loss_problem(grading, run)))
     checks += [
-        check("one_writer", run.writes == 1, voice_problem(run, "writes")),
+        check("one_writer", run.writes == 1 and run.saves <= 1 and not model_lost(run),
+              voice_problem(run, "writes")),
         check("one_printer", run.printed == 1 and run.bars == 1, voice_problem(run, "prints")),
         check("left_group", bool(run.left_group), say("hint.stays_in_group")),
     ]

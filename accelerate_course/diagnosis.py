@@ -8,6 +8,7 @@ import re
 from typing import NamedTuple
 
 from accelerate_course.measuring import VALIDATION_PAIRS
+from accelerate_course.messages import say
 
 
 class Symptom(NamedTuple):
@@ -48,7 +49,27 @@ def process_symptoms(run):
         found.append(Symptom("many_printers", f"{run.printed} processes printed the result"))
     if run.bars > 1:
         found.append(Symptom("many_bars", f"{run.bars} progress bars, one per process"))
+    if run.saves > 1:
+        found.append(Symptom("many_savers", say("hint.savers", n=run.saves)))
+    if model_lost(run):
+        found.append(Symptom("model_lost", saved_model_said(run)))
     return found
+
+
+def model_lost(run):
+    """Return True if the run saved a model that does not reload to its trained weights."""
+    return bool(run.reloaded) and run.reloaded != run.weights
+
+
+def saved_model_said(run):
+    """Return what is wrong with the model a run saved, from what its folder gives back."""
+    if run.reloaded.startswith("cannot load"):
+        return say("hint.model_not_loaded", why=run.reloaded.removeprefix("cannot load: "),
+                   files=", ".join(run.saved_files) or "-")
+    named = run.saved_first_name or ""
+    return say("hint.model_other_weights",
+               named=say("hint.module_prefix", prefix=named.split(".")[0])
+               if named.startswith("module.") else "")
 
 
 
@@ -138,4 +159,7 @@ def measured_cells(run):
     cells.append(f"{run.writes} metrics.json write{'s' if run.writes != 1 else ''}")
     if run.processes_reporting > 1:
         cells.append("weights " + ("equal" if run.weights_equal else "differ"))
+    if model_lost(run):
+        cells.append("saved model: " + ("does not load" if run.reloaded.startswith("cannot")
+                                        else "other weights"))
     return cells

@@ -8,7 +8,8 @@ step 2  mixed precision: bf16 autocast on the CPU against float32, on 1 process 
 step 3  gradient accumulation: 1 process accumulating 2 batches against 2 processes (the same
         global batch of 16), and ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2 alone;
         saving and resuming: save_state half way, a new launch that load_states, on 1 and on
-        2 processes;
+        2 processes; the same with save_state on the main process alone; a state saved on 2
+        processes resumed on 1, and one saved on 1 resumed on 2;
         the logged loss: accelerator.reduce(loss, "mean") against the main process's own;
         the learning rate against the global batch: 2 processes at lr and at 2 x lr, against
         1 process seeing the same pairs.
@@ -58,6 +59,11 @@ RUNS = {
         Spec("resumed, 2 processes", "resume_state", 2, resumes="saved, 2 processes"),
         Spec("saved, 1 process", "save_state", 1),
         Spec("resumed, 1 process", "resume_state", 1, resumes="saved, 1 process"),
+        Spec("saved by the main process alone", "save_state_main_only", 2),
+        Spec("resumed from the main process's save", "resume_state", 2,
+             resumes="saved by the main process alone"),
+        Spec("resumed on 1 process from 2", "resume_state", 1, resumes="saved, 2 processes"),
+        Spec("resumed on 2 processes from 1", "resume_state", 2, resumes="saved, 1 process"),
         Spec("reduced loss", "reduced_loss", 2),
         Spec("2 x lr", None, 2, flags=("--lr", "1e-4")),
         Spec("1 process, 60 steps", None, 1, flags=tuple(LONGER)),
@@ -202,6 +208,7 @@ def rows(step, runs, lesson=None):
             verdict="the uninterrupted run, bit for bit" if all(equal) else
             "NOT the uninterrupted run",
             holds=all(equal)))
+    found += saving_mistakes(runs)
     reduced, lesson_run = runs["reduced loss"], lesson
     same_training = (reduced.weights == lesson_run.weights
                      and reduced.predictions == lesson_run.predictions)
@@ -238,4 +245,49 @@ def rows(step, runs, lesson=None):
                 "rate trains better. The course keeps lr and 8 pairs per process, so step 3 "
                 "trains unlike step 2 (its full run within 0.05 of step 2's accuracy)",
         holds=all(run.error is None for run in (doubled, longer, lesson_run))))
+    return found
+
+
+def saving_mistakes(runs):
+    """Return the rows of the saving mistakes: save_state on the main process alone, and a
+    state resumed on another number of processes than saved it."""
+    uninterrupted, saved = runs["saved, 2 processes"], runs["saved by the main process alone"]
+    resumed = runs["resumed from the main process's save"]
+    half = len(uninterrupted.losses) // 2
+    rest = uninterrupted.losses[half:]
+    differs = resumed.error is None and resumed.losses != rest
+    changed = sum(a != b for a, b in zip(resumed.predictions or [], uninterrupted.predictions))
+    found = [InvariantRow(
+        invariant="saving and resuming: save_state on the main process alone",
+        compared="a new launch that load_states the state saved after step 15 by `if "
+                 "accelerator.is_main_process: accelerator.save_state(...)`, against the "
+                 "uninterrupted run, 2 processes (dropout on)",
+        measured=[f"the state folder holds {', '.join(saved.state_files or [])}",
+                  f"losses of steps {half + 1} to {len(uninterrupted.losses)} "
+                  + (f"differ by {mean_difference(resumed.losses, rest):.4f} on average"
+                     if differs else "equal"),
+                  f"{changed} of {len(uninterrupted.predictions)} predictions differ"],
+        verdict="NOT the uninterrupted run, and nothing says so: process 1's random state was "
+                "never saved, and its load_state goes on without it (Accelerate notes it at "
+                "the info level, which the launch does not show), so its dropout draws other "
+                "masks" if differs else "the uninterrupted run",
+        holds=differs and "random_states_1.pkl" not in (saved.state_files or []))]
+    two_to_one, one_to_two = runs["resumed on 1 process from 2"], runs["resumed on 2 processes from 1"]
+    one = runs["saved, 1 process"]
+    found.append(InvariantRow(
+        invariant="resuming on another number of processes",
+        compared="the state saved after step 15 on 2 processes, resumed in a new launch of 1; "
+                 "the one saved on 1, resumed on 2 (dropout on)",
+        measured=[f"2 to 1: {'finished' if two_to_one.error is None else two_to_one.error}, "
+                  f"losses {'equal to' if two_to_one.losses == one.losses[half:] else 'unlike'}"
+                  " the 1-process run's",
+                  f"1 to 2: {'finished' if one_to_two.error is None else one_to_two.error}, "
+                  f"losses {'equal to' if one_to_two.losses == rest else 'unlike'} the "
+                  "2-process run's",
+                  f"saved on 1, the state holds {', '.join(one.state_files or [])}"],
+        verdict="the state loads on either count (the model, the optimizer and the schedule are "
+                "one file each, whole), and repeats neither run: 2 processes take 16 pairs a "
+                "step where 1 takes 8, and a process with no random state of its own in the "
+                "folder draws from where it stood",
+        holds=two_to_one.error is None and one_to_two.error is None))
     return found

@@ -37,9 +37,10 @@ EXTRA_RUNS = {
 }
 
 
-# variants that run in a launch of their own: a collective only some of their processes
-# join would leave the others of a shared launch waiting in the next run's collectives
-OWN_LAUNCH = {3: {"main_process_evaluates_alone"}}
+# variants that run in a launch of their own: a collective only some of their processes join,
+# or a process that stops while the others go on, would leave the others of a shared launch
+# waiting in the next run's collectives
+OWN_LAUNCH = {3: {"main_process_evaluates_alone", "prepared_model_saved", "load_state_without_wait"}}
 
 
 class Row(NamedTuple):
@@ -66,7 +67,8 @@ def what_if(step, folder, names=None, extra=None, one=None, beside=()):
     extra scripts ({name: path, or (path, env, flags)}: in the step's launch, not in the
     tables); return a WhatIf. The variants, the invariants' runs of 2 processes and the
     extras share one launch; then, side by side, the invariants' runs of 1 process (one:
-    {name: (path, env, flags)} that launch runs besides) and the variants of OWN_LAUNCH, and
+    {name: (path, env, flags)} that launch runs besides) and the variants of OWN_LAUNCH (a
+    launch each), and
     `beside` (a caller's own launches, lab_runs.LabBatch: of 1 process, they would leave a
     core idle alone); then the resumed runs, which read a state saved in those."""
     folder = Path(folder)
@@ -86,7 +88,8 @@ def what_if(step, folder, names=None, extra=None, one=None, beside=()):
         [lab_batch(step, {**by_batch.get("one", {}), **(one or {})},
                    folder / "invariants/one", processes=1, launcher="accelerate")]
         if by_batch.get("one") or one else [],
-        [lab_batch(step, alone, folder / "alone", flags)] if alone else [],
+        [lab_batch(step, {name: script}, folder / "alone" / name, flags)
+         for name, script in alone.items()],
     ]
     after = [lab_batch(step, by_batch[key], folder / "invariants" / key.replace(" ", "-"),
                        processes=2 if key == "after two" else 1,

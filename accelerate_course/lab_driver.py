@@ -19,7 +19,6 @@ the originals (accelerate_course/measuring.py reads what they wrote, and only th
 
 import builtins
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -36,6 +35,8 @@ from accelerate import PartialState
 from accelerate.state import AcceleratorState, GradientState
 from transformers import AutoModelForSequenceClassification
 
+from accelerate_course.measuring import fingerprint
+
 RANK = lambda: os.environ.get("RANK", "0")  # noqa: E731 (read when asked: launchers set it)
 RESULT_LINE = "validation: accuracy"  # how the steps' result line starts (print's first words)
 
@@ -49,6 +50,7 @@ class Record:
         self.models = []
         self.metric_results = []
         self.writes = []
+        self.saves = 0  # how many times this process saved the model (common.output.saving_model)
         self.grad_norms = []
         self.learning_rates = []
         self.left_group = False
@@ -79,14 +81,6 @@ def line_in_script(error, script):
     lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__)
              if frame.filename == script]
     return lines[-1] if lines else None
-
-
-def fingerprint(model):
-    """Return a short hash of every weight of the model (equal weights, equal hash)."""
-    digest = hashlib.sha1()
-    for parameter in model.parameters():
-        digest.update(parameter.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()[:12]
 
 
 REFERENCE_LOADERS = {}  # the plain validation dataloaders, made once per launch and setting
@@ -137,6 +131,7 @@ def report_process(record, args, again_alone):
         "left_process_group": record.left_group,
         "metric_results": record.metric_results,
         "writes": record.writes,
+        "saves": record.saves,
         "grad_norms": record.grad_norms,
         "learning_rates": record.learning_rates,
         "created_inside": record.created_inside,
@@ -239,6 +234,15 @@ def spy_on(step_globals, record):
             return original_write(output_dir, args, results)
 
         step_globals["write_metrics"] = write_metrics
+
+    if "saving_model" in step_globals:
+        original_saving = step_globals["saving_model"]
+
+        def saving_model(output_dir):
+            record.saves += 1
+            return original_saving(output_dir)
+
+        step_globals["saving_model"] = saving_model
 
     if "Accelerator" in step_globals:
         original_accelerator = step_globals["Accelerator"]

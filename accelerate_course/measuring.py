@@ -3,6 +3,7 @@ rank<R>.json and run0.json) read into one record, Run. What the processes printe
 (rank<R>.out) is for people to read: nothing here parses it.
 """
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +58,69 @@ class Run:
     eval_seconds: float | None  # evaluation time (rank 0's eval_seconds), when written
     mixed_precision: str | None  # what rank 0's Accelerator ran in ("no", "bf16", "fp16")
     grad_scaler: str | None  # the loss scaler rank 0's Accelerator made (fp16: GradScaler)
+    # what it saved, read from outside the run once it ended (saved_model): the files in its
+    # model folder (None: it saved none), the first name in its weights file, and the weights
+    # from_pretrained gives back (their fingerprint, or "cannot load: <why>")
+    saves: int = 0  # model saves (common.output.saving_model), all processes together
+    saved_files: list | None = None
+    saved_first_name: str | None = None
+    reloaded: str | None = None
+    state_files: list | None = None  # the files save_state wrote (None: none), all processes'
 
+
+
+def fingerprint(model):
+    """Return a short hash of every weight of the model (equal weights, equal hash)."""
+    digest = hashlib.sha1()
+    for parameter in model.parameters():
+        digest.update(parameter.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:12]
+
+
+def saved_model(output):
+    """Return (files, first weight name, reloaded) for the model a run saved in <output>/model,
+    read in this process after the run: the folder's files, the first tensor name in its
+    weights file, and the fingerprint of what from_pretrained loads from it (or "cannot
+    load: <its first line>"); (None, None, None) when there is no such folder."""
+    folder = Path(output) / "model"
+    if not folder.is_dir():
+        return None, None, None
+    files = sorted(p.name for p in folder.iterdir())
+    first_name = None
+    if "model.safetensors" in files:
+        from safetensors import safe_open
+        with safe_open(folder / "model.safetensors", "pt") as weights:
+            first_name = sorted(weights.keys())[0]
+    elif "pytorch_model.bin" in files:
+        import torch
+        first_name = sorted(torch.load(folder / "pytorch_model.bin", weights_only=True))[0]
+    from transformers import AutoModelForSequenceClassification
+    from transformers.utils import logging
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()  # its load report and bar: what it found is measured instead
+    logging.disable_progress_bar()
+    try:
+        reloaded = fingerprint(AutoModelForSequenceClassification.from_pretrained(folder))
+    except (OSError, ValueError) as error:
+        reloaded = f"cannot load: {str(error).splitlines()[0]}"
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
+    return files, first_name, reloaded
+
+
+def first_error(run_folder, error):
+    """Return the error a run stopped with, said where it began: rank 0's, unless rank 0 only
+    lost its connection to a process that had stopped with an error of its own ("process R:
+    ..."); the run's output folder written as <output-dir>."""
+    if error and "Connection closed by peer" in error:
+        for path in sorted(run_folder.glob("run*.json")):
+            other = json.loads(path.read_text()).get("error")
+            if path.stem != "run0" and other and "Connection closed by peer" not in other:
+                error = f"process {path.stem.removeprefix('run')}: {other}"
+                break
+    return error.replace(str(run_folder / "output"), "<output-dir>") if error else error
 
 
 def measure(run_folder, processes_launched):
@@ -72,7 +135,7 @@ def measure(run_folder, processes_launched):
     written = rank0.get("writes") or [{}]
     results = [m for r in ranks for m in r.get("metric_results", [])]
     return Run(
-        error=outcome["error"],
+        error=first_error(run_folder, outcome["error"]),
         processes_reporting=len(accelerate_ranks) or len(ranks),
         processes_started=processes_launched,
         processes_alone=sum(1 for r in ranks if r["num_processes"] == 1) if processes_launched > 1 else 0,
@@ -82,6 +145,7 @@ def measure(run_folder, processes_launched):
         accuracy=[round(m["accuracy"], 4) for m in results],
         f1=[round(m["f1"], 4) for m in results],
         writes=len(writes),
+        saves=sum(r.get("saves", 0) for r in ranks),
         printed=sum(1 for r in ranks if r.get("results_printed")),
         bars=sum(1 for r in ranks if any(bar["n"] == bar["total"] for bar in r.get("bars", []))),
         weights_equal=len({r["weights"] for r in ranks if r.get("weights")}) <= 1,
@@ -112,6 +176,10 @@ def measure(run_folder, processes_launched):
         eval_seconds=written[-1].get("eval_seconds"),
         mixed_precision=rank0.get("mixed_precision"),
         grad_scaler=rank0.get("grad_scaler"),
+        **dict(zip(("saved_files", "saved_first_name", "reloaded"),
+                   saved_model(run_folder / "output"))),
+        state_files=sorted(p.name for p in (run_folder / "output" / "state").iterdir())
+        if (run_folder / "output" / "state").is_dir() else None,
     )
 
 

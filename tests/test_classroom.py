@@ -275,9 +275,9 @@ def test_a_take_home_lab_in_chinese_holds_no_solution_in_the_lab_or_its_grader(t
     assert (points, solved_points) == (0, 10)
     assert untouched_json["output"].endswith("不得分，因为本课的核心检查没有通过："
                                              "“主进程用整个验证集只算一次指标：400 个句子”。")
-    assert solved_messages["one_writer"].startswith("只有一个进程写 metrics.json: 1 / 1")
+    assert solved_messages["one_writer"].startswith("只有一个进程写 metrics.json 和模型: 1 / 1")
     workflow = (template / ".github" / "workflows" / "classroom.yml").read_text()
-    assert "COURSE_LANG: 'zh-CN'" in workflow and "test-name: '只有一个进程写 metrics.json'" in workflow
+    assert "COURSE_LANG: 'zh-CN'" in workflow and "test-name: '只有一个进程写 metrics.json 和模型'" in workflow
 
 
 def fake_autograder(tmp_path, archive, submissions=()):

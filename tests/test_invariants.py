@@ -52,6 +52,32 @@ def test_a_run_resumed_in_a_new_launch_is_the_uninterrupted_run_bit_for_bit(lab_
 
 
 @pytest.mark.step3
+def test_save_state_on_the_main_process_alone_resumes_to_another_run(lab_runs):
+    runs = lab_runs(3).measured
+    uninterrupted = runs["saved, 2 processes"]
+    saved, resumed = runs["saved by the main process alone"], runs["resumed from the main process's save"]
+    # process 1 never called save_state: the folder holds the main process's random state alone
+    assert "random_states_0.pkl" in saved.state_files
+    assert "random_states_1.pkl" not in saved.state_files
+    assert "random_states_1.pkl" in uninterrupted.state_files
+    # the resumed run finishes, without an error, and is not the uninterrupted one
+    assert resumed.error is None and len(resumed.losses) == 15
+    assert resumed.losses != uninterrupted.losses[15:]
+    assert rows(lab_runs, 3)["saving and resuming: save_state on the main process alone"].holds
+
+
+@pytest.mark.step3
+def test_a_state_resumes_on_another_number_of_processes_and_repeats_neither_run(lab_runs):
+    runs = lab_runs(3).measured
+    two_to_one, one_to_two = runs["resumed on 1 process from 2"], runs["resumed on 2 processes from 1"]
+    assert two_to_one.error is None and one_to_two.error is None
+    assert two_to_one.accelerator_processes == 1 and one_to_two.accelerator_processes == 2
+    assert two_to_one.losses != runs["saved, 1 process"].losses[15:]
+    assert one_to_two.losses != runs["saved, 2 processes"].losses[15:]
+    assert rows(lab_runs, 3)["resuming on another number of processes"].holds
+
+
+@pytest.mark.step3
 def test_the_reduced_loss_changes_the_curve_and_not_the_training(lab_runs):
     lesson, reduced = lab_runs(3)["lesson"], lab_runs(3)["reduced loss"]
     assert reduced.weights == lesson.weights and reduced.predictions == lesson.predictions

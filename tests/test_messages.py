@@ -76,10 +76,10 @@ def test_the_chinese_uses_the_courses_terms():
 
 def test_the_class_language_is_one_setting(monkeypatch):
     monkeypatch.delenv("COURSE_LANG", raising=False)
-    assert check.check("one_writer", True).name == "One process writes metrics.json"
+    assert check.check("one_writer", True).name == "One process writes metrics.json and the model"
     monkeypatch.setenv("COURSE_LANG", "zh-CN")
     failed = check.check("one_writer", False, messages.say("hint.writers", n=2))
-    assert (failed.name, failed.hint) == ("只有一个进程写 metrics.json", "2 个进程写了 metrics.json")
+    assert (failed.name, failed.hint) == ("只有一个进程写 metrics.json 和模型", "2 个进程写了 metrics.json")
     assert messages.joined(["甲", "乙"]) == "甲；乙"
     monkeypatch.setenv("COURSE_LANG", "fr")
     with pytest.raises(SystemExit) as refused:

@@ -129,3 +129,36 @@ def test_a_model_folder_replaced_whole(tmp_path):
     assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
 
+
+
+NOTEBOOK = """
+import sys
+from accelerate import notebook_launcher
+from transformers import AutoModelForSequenceClassification, set_seed
+from accelerate_course.measuring import fingerprint, saved_model
+from common.checkpoint import EMBEDDED_CHECKPOINT
+from common.cli import free_port, parse_args
+step = {}
+exec(open("step4_tpu_notebook/train.py").read().split("# %%\\ndef main():")[0], step)
+args = parse_args(sys.argv[1:])
+set_seed(args.seed)
+model = AutoModelForSequenceClassification.from_pretrained(EMBEDDED_CHECKPOINT, num_labels=2)
+before = fingerprint(model)
+notebook_launcher(step["training_function"], (model, args), num_processes=args.num_processes,
+                  use_port=str(free_port()))
+print("WEIGHTS", before, fingerprint(model), saved_model(args.output_dir)[2])
+"""
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_after_notebook_launcher_the_trained_model_is_the_saved_one(tmp_path, processes):
+    # step 4's cells in one process, as a notebook runs them: the function started by
+    # notebook_launcher, then the notebook's own `model` compared with what was saved
+    result = run_command([sys.executable, "-c", NOTEBOOK, "--output-dir", tmp_path,
+                          "--num-processes", str(processes), *SHORT])
+    assert_ok(result)
+    before, after, saved_weights = result.stdout.split("WEIGHTS ")[1].split()
+    if processes == 1:  # run in the notebook's own process: its model is the trained one
+        assert after == saved_weights != before
+    else:  # the processes trained copies: the notebook's model is as it was before the launch
+        assert after == before != saved_weights

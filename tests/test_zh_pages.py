@@ -34,6 +34,7 @@ HEADINGS = {
     "From a plain PyTorch loop to distributed training with 🤗 Accelerate":
         "从普通 PyTorch 训练循环到 🤗 Accelerate 分布式训练",
     "Start here: two commands": "从这里开始：两条命令",
+    "Where is my model": "我的模型在哪里",
     "What `make course` prints": "`make course` 输出什么",
     "How to read a lesson": "怎样读一课",
     "The lessons": "四课",
