@@ -244,6 +244,8 @@ def close(a, b, tolerance=1e-4):
 CRASH_MEANINGS = [
     ("Mismatch in the number of predictions", "meaning.labels_not_gathered"),
     ("Unsupported types", "meaning.not_a_tensor"),
+    ("<output-dir>/state/", "meaning.read_unfinished"),  # before gloo's lost connection
+    ("PytorchStreamReader failed", "meaning.read_unfinished"),
     ("by peer", "meaning.collective_not_joined"),  # gloo's "Connection closed by peer"
 ]
 

@@ -11,6 +11,11 @@ from accelerate_course.measuring import VALIDATION_PAIRS
 from accelerate_course.messages import say
 
 
+# a process that read a saved state before another had finished writing it: the file it
+# stopped at is missing, or half written (torch's zip reader), by timing
+UNFINISHED_READ = re.compile(r"No such file or directory: '<output-dir>/state/|PytorchStreamReader failed")
+
+
 class Symptom(NamedTuple):
     name: str
     hint: str  # what it means, said from the measurement
@@ -21,6 +26,10 @@ def process_symptoms(run):
     """Return what is wrong with a run on its own (an empty list: nothing), each said from the
     run's own numbers: the what-if table's verdicts."""
     if run.error:
+        unfinished = UNFINISHED_READ.search(run.error)
+        if unfinished:  # which file was missing or half written is a matter of timing
+            return [Symptom("read_unfinished",
+                            f"the run stopped: {say('meaning.read_unfinished')}")]
         # gloo's error line goes on with advice for its own developers: its first sentence
         error = re.sub(r"(by peer \S+)\. This is typically caused.*", r"\1", run.error)
         return [Symptom("refused", f"the run stopped: {error}")]
@@ -57,8 +66,10 @@ def process_symptoms(run):
 
 
 def model_lost(run):
-    """Return True if the run saved a model that does not reload to its trained weights."""
-    return bool(run.reloaded) and run.reloaded != run.weights
+    """Return True if the run saved a model, once, that does not reload to its trained weights
+    (where several processes saved into one folder, which one stayed is a matter of timing:
+    the saves are said instead)."""
+    return bool(run.reloaded) and run.reloaded != run.weights and run.saves <= 1
 
 
 def saved_model_said(run):

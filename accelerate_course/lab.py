@@ -73,7 +73,8 @@ def what_if(step, folder, names=None, extra=None, one=None, beside=()):
     core idle alone); then the resumed runs, which read a state saved in those."""
     folder = Path(folder)
     scripts = variant_scripts(step, names, folder)
-    alone = {name: scripts.pop(name) for name in OWN_LAUNCH.get(step, set()) & set(scripts)}
+    alone = {name: scripts.pop(name)
+             for name in sorted(OWN_LAUNCH.get(step, set()) & set(scripts))}
     extras = [run for run in EXTRA_RUNS.get(step, []) if run.base in scripts]
     for run in extras:
         scripts[run.name] = (scripts[run.base], run.env)

@@ -101,7 +101,7 @@ def saved_model(output):
     logging.disable_progress_bar()
     try:
         reloaded = fingerprint(AutoModelForSequenceClassification.from_pretrained(folder))
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, RuntimeError) as error:  # RuntimeError: a head of another size
         reloaded = f"cannot load: {str(error).splitlines()[0]}"
     finally:
         logging.set_verbosity(verbosity)
@@ -111,14 +111,14 @@ def saved_model(output):
 
 
 def first_error(run_folder, error):
-    """Return the error a run stopped with, said where it began: rank 0's, unless rank 0 only
-    lost its connection to a process that had stopped with an error of its own ("process R:
-    ..."); the run's output folder written as <output-dir>."""
+    """Return the error a run stopped with: rank 0's, and where rank 0 lost its connection to
+    another process, what that process stopped with ("...; process R stopped with: ..."); the
+    run's output folder written as <output-dir>."""
     if error and "Connection closed by peer" in error:
         for path in sorted(run_folder.glob("run*.json")):
             other = json.loads(path.read_text()).get("error")
             if path.stem != "run0" and other and "Connection closed by peer" not in other:
-                error = f"process {path.stem.removeprefix('run')}: {other}"
+                error += f"; process {path.stem.removeprefix('run')} stopped with: {other}"
                 break
     return error.replace(str(run_folder / "output"), "<output-dir>") if error else error
 

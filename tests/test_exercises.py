@@ -40,6 +40,13 @@ EXPECTED = {
     (3, "main_process_evaluates_alone"): ("a forward pass of the prepared model", 0),
     (3, "main_process_evaluates_alone_unwrapped"): ("one process evaluated the whole split "
                                                     "(408 pairs) and the others none", 0),
+    (3, "prepared_model_saved"): ("'DistributedDataParallel' object has no attribute "
+                                  "'save_pretrained'", 0),
+    (3, "prepared_state_dict_saved"): ("the saved model reloads to other weights than the "
+                                       "trained ones", 0),
+    (3, "every_process_saves"): ("2 processes saved the model into the one folder", 0),
+    (3, "load_state_without_wait"): ("read the saved state before the main process had "
+                                     "finished writing it", 0),
     (4, "accelerator_without_cpu"): ("2 of 2 processes say they are 1 process of 1", 0),
     (4, "accelerator_before_launch"): ("the `Accelerator` should only be initialized inside", 0),
     (4, "dynamic_padding"): ("different lengths", 8),

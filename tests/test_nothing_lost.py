@@ -91,7 +91,7 @@ def test_a_failed_step_keeps_the_earlier_results_and_its_own_log_apart(tmp_path)
     out = tmp_path / "course"
     assert run([*RUNNER, "--steps", "1", "--max-train-steps", "3", "--output-dir",
                 str(out)]).returncode == 0
-    before = {p.name: sha256(p) for p in (out / "step1").iterdir()}
+    before = {p.relative_to(out): sha256(p) for p in (out / "step1").rglob("*") if p.is_file()}
     # a step that fails after it started: a checkpoint whose weights file was cut in half
     # (as a download stopped halfway leaves it) is read inside the step
     from common.checkpoint import EMBEDDED_CHECKPOINT
@@ -103,7 +103,8 @@ def test_a_failed_step_keeps_the_earlier_results_and_its_own_log_apart(tmp_path)
                   "--checkpoint", str(half)])
     assert failed.returncode == 1
     assert f"see {out / 'step1.failed' / 'train.log'}" in failed.stdout
-    assert {p.name: sha256(p) for p in (out / "step1").iterdir()} == before
+    assert {p.relative_to(out): sha256(p) for p in (out / "step1").rglob("*")
+            if p.is_file()} == before
     assert "incomplete metadata" in (out / "step1.failed" / "train.log").read_text()
     assert not (out / "step1.running").exists()
 
@@ -136,7 +137,9 @@ def test_a_setting_of_the_environment_that_changes_the_numbers_is_named(tmp_path
     # bf16's products round otherwise: the losses differ (which other fields do as well
     # depends on the processor's bf16 kernels), and the verdict names the setting
     assert "DIFFERS (" in row and "train_losses" in row, row
-    assert row.endswith(") with ACCELERATE_MIXED_PRECISION=bf16"), row
+    assert ") with ACCELERATE_MIXED_PRECISION=bf16  " in row, row
+    # and the weights step 2 saved are not step 1's
+    assert row.endswith("408 / 408 equal; OTHER weights as step 1's"), row
     assert ("  note: ACCELERATE_MIXED_PRECISION=bf16 is set in this environment: the steps that "
             "make an Accelerator read it (step 1 does not)") in result.stdout
     assert "ACCELERATE_MIXED_PRECISION=bf16 is set in this environment: the steps that make an " \

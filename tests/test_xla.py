@@ -319,6 +319,7 @@ def test_without_the_pause_only_the_course_cut_stays_exact(tmp_path):
         assert all(duplicated > 0 for *_, duplicated in spread[("simulated", batch_size)])
 
 
+@pytest.mark.runs
 def test_step4_saves_on_xla_a_model_that_reloads_to_the_runs_predictions(tmp_path):
     step4 = REPO / "step4_tpu_notebook" / "train.py"
     out = tmp_path / "xla"
