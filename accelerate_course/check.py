@@ -200,12 +200,13 @@ def scored_problem(grading, run):
 def voice_problem(run, what):
     """Return why more or fewer than one process wrote or printed (a hint), or ""."""
     parts = []
-    if what == "writes" and run.writes != 1:
-        parts.append(say("hint.writers", n=run.writes))
-    if what == "writes" and run.saves > 1:
-        parts.append(say("hint.savers", n=run.saves))
-    if what == "writes" and model_lost(run):
-        parts.append(saved_model_said(run))
+    if what == "writes":
+        if run.writes != 1:
+            parts.append(say("hint.writers", n=run.writes))
+        if run.saves > 1:
+            parts.append(say("hint.savers", n=run.saves))
+        if model_lost(run):
+            parts.append(saved_model_said(run))
     if what == "prints":
         if run.printed != 1:
             parts.append(say("hint.printers", n=run.printed))

@@ -29,6 +29,7 @@ from accelerate_course.commands import course_commands, rounds
 from accelerate_course.machine import cores, machine, refuse_windows
 from accelerate_course.reloading import compare_reloaded
 from accelerate_course.steps import FOLDERS, IDENTICAL, REPO, STEPS
+from common.output import replace_folder
 from common.settings import settings_that_change_the_numbers
 
 IDENTICAL_FIELDS = ("predictions", "train_losses", "accuracy", "f1")
@@ -90,17 +91,6 @@ class StepRun:
             self.folder.with_name(self.folder.name + ".failed")
         replace_folder(self.running, target)
         self.log = target / "train.log"
-
-
-def replace_folder(new, target):
-    """Put folder `new` in place of `target`: the old one is renamed aside first, then removed,
-    so that a crash in between leaves one of the two whole."""
-    old = target.with_name(target.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        target.rename(old)
-    new.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def run_round(runs):

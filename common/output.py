@@ -69,14 +69,8 @@ def saving_model(output_dir):
         folder = Path(tempfile.mkdtemp(dir=target.parent, prefix=".model-"))
         yield folder
         os.chmod(folder, 0o777 & ~_umask())  # as an ordinary new folder (mkdtemp's is private)
-        earlier = None
-        if target.exists():  # moved aside first: a folder cannot be renamed onto another
-            earlier = Path(tempfile.mkdtemp(dir=target.parent, prefix=".model-earlier-"))
-            os.replace(target, earlier / "model")
-        os.replace(folder, target)
+        replace_folder(folder, target)
         folder = None
-        if earlier:
-            shutil.rmtree(earlier)
     except (OSError, SafetensorError) as error:
         # safetensors says an OSError in its own words: "... I/O error: ... (os error 28)"
         code = re.search(r"\(os error (\d+)\)", str(error))
@@ -88,6 +82,21 @@ def saving_model(output_dir):
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
     print(f"model saved to {target}", flush=True)
+
+
+def replace_folder(new, target):
+    """Put folder `new` in place of folder `target`. An earlier `target` is moved aside first (a
+    folder cannot be renamed onto another), then removed, so that a crash in between leaves one
+    of the two whole. The aside folder's name is unique: several processes may replace one
+    target at once."""
+    new, target = Path(new), Path(target)
+    earlier = None
+    if target.exists():
+        earlier = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-earlier-"))
+        os.replace(target, earlier / target.name)
+    os.replace(new, target)
+    if earlier:
+        shutil.rmtree(earlier, ignore_errors=True)
 
 
 def _umask():
