@@ -81,8 +81,11 @@ takehome: install
 	$(if $(TASK),,$(error error: say which task: make takehome TASK=$(firstword $(TASKS)) (the tasks: $(TASKS))))
 	$(BIN)/python -m accelerate_course.takehome $(TASK) $(ARGS)
 FILE ?= exercises/$(if $(TASK),$(TASK),step$(STEP))/train.py
+# partial credit by default (each check scores its points when it passes); CORE_GATE=1: no
+# check scores while a core check fails (docs/classroom.md)
+CORE_GATE_FLAG = $(if $(filter 1,$(CORE_GATE)),--core-gate)
 check: install
-	$(BIN)/python -m accelerate_course.check $(GRADED) $(FILE) $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT)) $(if $(JSON),--json $(JSON))
+	$(BIN)/python -m accelerate_course.check $(GRADED) $(FILE) $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT)) $(if $(JSON),--json $(JSON)) $(CORE_GATE_FLAG)
 
 # ---- for a teacher: a graded lab (docs/teaching.md) -----------------------------------------
 
@@ -92,10 +95,10 @@ check: install
 LAB_GIVEN = $(if $(and $(OUT),$(or $(TASK),$(filter command line,$(origin STEP)))),,$(error error: say what and where: make $@ STEP=3 OUT=../$(if $(filter gradescope,$@),gradescope,lab)3, or TASK=$(firstword $(TASKS)) instead of STEP=3))
 student-template: install
 	$(LAB_GIVEN)
-	$(BIN)/python -m accelerate_course.classroom template $(GRADED) $(OUT) $(ARGS)
+	$(BIN)/python -m accelerate_course.classroom template $(GRADED) $(OUT) $(CORE_GATE_FLAG) $(ARGS)
 gradescope: install
 	$(LAB_GIVEN)
-	$(BIN)/python -m accelerate_course.classroom gradescope $(GRADED) $(OUT) $(ARGS)
+	$(BIN)/python -m accelerate_course.classroom gradescope $(GRADED) $(OUT) $(CORE_GATE_FLAG) $(ARGS)
 
 # ---- for the course's maintainers: accelerate_course/maintain/ ------------------------------
 

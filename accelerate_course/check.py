@@ -21,6 +21,7 @@ is removed. The words are accelerate_course/messages.toml's, in the class's lang
 import argparse
 import ast
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -28,11 +29,11 @@ import shutil
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import NamedTuple
 
-from accelerate_course import lab_runs, measuring, messages, running, takehome
+from accelerate_course import (evidence, lab_runs, measuring, messages, running, sandbox,
+                               takehome)
 from accelerate_course.diagnosis import model_lost, saved_model_said
 from accelerate_course.messages import joined, language, say, then
 from accelerate_course.steps import FOLDERS, TRAIN_PY as STEP_FILE
@@ -42,10 +43,25 @@ from accelerate_course.steps import FOLDERS, TRAIN_PY as STEP_FILE
 TIME_LIMIT = 300
 
 # what a check is: PREREQUISITE, what the untouched file passes already (shown, no point);
-# CORE, what the lesson exists for; FURTHER, the rest of what the lesson adds. While a
-# prerequisite or a core check fails, no check scores: a file that does not do the lesson
-# scores what the untouched file scores, 0
+# CORE, what the lesson exists for; FURTHER, the rest of what the lesson adds. Each check
+# scores its points when it passes (partial credit), except: while a prerequisite fails,
+# none scores; with the teacher's core gate (--core-gate), while a core check fails, none
+# scores; a check reported from inside the run (REPORTED_FROM_INSIDE) scores only once every
+# check measured from outside it has passed
 PREREQUISITE, CORE, FURTHER = "prerequisite", "core", "further"
+
+# the checks whose result rests on what the run's own processes report (accelerate_course/
+# lab_driver.py's spies, inside them: a file could make them up); every other check of
+# lesson 3 and its tasks rests on what the grader measures from outside the run
+# (accelerate_course/evidence.py). Lessons 2 and 4 are measured from inside alone
+REPORTED_FROM_INSIDE = {"one_group", "trained", "one_printer", "left_group"}
+MEASURED_FROM_OUTSIDE = {"whole_split", "own_predictions", "eval_loss", "one_writer",
+                         "two_machines"}
+
+
+def from_outside(grading, key):
+    """Return True if a check of this grading rests on what was measured from outside."""
+    return grading.lesson == 3 and key in MEASURED_FROM_OUTSIDE
 
 
 class Worth(NamedTuple):
@@ -59,7 +75,7 @@ POINTS = {
     2: {"like_step1": Worth(0, PREREQUISITE), "one_group": Worth(2, CORE),
         "one_model": Worth(1, CORE), "same_training": Worth(2, FURTHER)},
     3: {"one_group": Worth(0, PREREQUISITE), "trained": Worth(0, PREREQUISITE),
-        "own_share": Worth(0, PREREQUISITE), "whole_split": Worth(3, CORE),
+        "whole_split": Worth(3, CORE),
         "own_predictions": Worth(2, CORE), "one_writer": Worth(1, CORE),
         "two_machines": Worth(2, CORE), "one_printer": Worth(1, FURTHER),
         "left_group": Worth(1, FURTHER)},
@@ -294,40 +310,109 @@ def grade_lesson2(grading, one, two, step1, reference):
     ]
 
 
+def number(value):
+    """Return a number written in metrics.json as a float, or None for anything else."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+def seen_from_outside(run):
+    """Return the run as the grader saw it from outside (accelerate_course/evidence.py): what
+    its metrics.json holds, and what its saved model predicts when the grader evaluates it
+    alone; what its processes reported is kept for the hints."""
+    evidence = run.outside
+    written = evidence.written or {}
+    predictions = written.get("predictions")
+    return dataclasses.replace(
+        run, predictions=predictions if isinstance(predictions, list) else None,
+        written_accuracy=number(written.get("accuracy")), written_f1=number(written.get("f1")),
+        written_eval_loss=number(written.get("eval_loss")),
+        alone_predictions=evidence.predictions, alone_labels=evidence.labels,
+        alone_loss=evidence.loss)
+
+
+def unreadable(run):
+    """Return why what a run left cannot be graded from outside (a hint), or ""."""
+    evidence = run.outside
+    if evidence.written is None:
+        return say(f"hint.metrics_{evidence.written_problem}")
+    if evidence.predictions is None:
+        if evidence.model_problem in ("missing", "link"):
+            return say(f"hint.model_{evidence.model_problem}")
+        return say("hint.model_unloadable", why=evidence.model_problem)
+    return ""
+
+
+def whole_split_problem(grading, run, seen):
+    """Return why the metric written is not that of the whole split, each example once (a
+    hint), or "": as many predictions written as the split has, and the accuracy and F1
+    written are theirs. The hint says what the processes reported, where that explains it."""
+    pairs = split_size(seen)
+    written = seen.predictions
+    if written is None:
+        return say("hint.no_predictions_written")
+    if len(written) != pairs:
+        return scored_problem(grading, run) or say("hint.predictions_for", count=len(written),
+                                                   split=items(grading, pairs))
+    accuracy, f1 = accuracy_and_f1(written, seen.alone_labels)
+    for name, value, expected in (("accuracy", seen.written_accuracy, accuracy),
+                                  ("F1", seen.written_f1, f1)):
+        if value is not None and abs(value - expected) > METRIC_TOLERANCE:
+            return say("hint.metric_not_from_predictions", metric=name, written=f"{value:.4f}",
+                       expected=f"{expected:.4f}")
+    if seen.written_accuracy is None:
+        return say("hint.no_accuracy_written")
+    return ""
+
+
+def writes_problem(run):
+    """Return why metrics.json or the model was not written exactly once (a hint), or "":
+    counted from outside while the run ran, else (where that cannot be counted) as its
+    processes reported."""
+    metrics, saves = run.outside.metrics_writes, run.outside.model_saves
+    if metrics is None:
+        return voice_problem(run, "writes")
+    return joined([say("hint.metrics_writes", n=metrics) if metrics != 1 else "",
+                   say("hint.model_saves", n=saves) if saves != 1 else ""])
+
+
 def grade_lesson3(grading, run, reference, unseen):
     """run: the candidate on 2 processes, beside the reference (the loop before the lesson:
     step 2, or a task's starting script) in the same setting; unseen: the candidate on 2
-    machines of 1 process with other evaluation batches (None when it was not run)."""
+    machines of 1 process with other evaluation batches (None when it was not run). What
+    the points rest on was measured from outside the runs (run.outside)."""
     if run.error:
         return stopped(run)
-    pairs = split_size(run)
+    seen = seen_from_outside(run)
+    cannot = unreadable(run)
+    pairs = split_size(seen)
     joined_ = run.processes_alone == 0 and run.accelerator_processes == 2 and \
         run.distributed_type == "DistributedType.MULTI_CPU"
     steps, reference_steps = len(run.learning_rates), len(reference.learning_rates)
     trained = steps == reference_steps and run.weights == reference.weights
-    share, reference_share = run.eval_forwarded, reference.eval_forwarded
+    trained_hint = say("hint.no_training") if not steps else \
+        say("hint.steps_count", steps=steps, reference=reference_steps) \
+        if steps != reference_steps else say("hint.weights_not_reference")
+    # the model saved must be the trained one: the reference is the course's own code, run by
+    # the grader after the file's processes have ended, so what it reports is trusted (its
+    # saved folder is not: on 2 processes, two saves may replace each other)
+    own = cannot or metric_problem(grading, seen) or (
+        say("hint.saved_not_trained") if run.outside.weights != reference.weights else "")
     checks = [
         check("one_group", joined_, say("hint.alone", alone=run.processes_alone,
                                          started=run.processes_started)
               if run.processes_alone else say("hint.group_size", n=run.accelerator_processes,
                                               kind=run.distributed_type), n=2),
-        check("trained", trained, say("hint.no_training") if not steps else
-              say("hint.steps_count", steps=steps, reference=reference_steps)
-              if steps != reference_steps else say("hint.weights_not_reference"),
-              steps=reference_steps),
-        check("own_share", share == reference_share, own_share_hint(grading, share,
-                                                                    reference_share, pairs),
-              shares=items(grading, " + ".join(map(str, reference_share)))),
-        check("whole_split", not scored_problem(grading, run), scored_problem(grading, run),
-              split=items(grading, pairs)),
-        check("own_predictions", not metric_problem(grading, run), metric_problem(grading, run)),
+        check("trained", trained, trained_hint, steps=reference_steps),
+        check("whole_split", not cannot and not whole_split_problem(grading, run, seen),
+              cannot or whole_split_problem(grading, run, seen), split=items(grading, pairs)),
+        check("own_predictions", not own, own),
     ]
     if "eval_loss" in grading.points:
-        checks.append(check("eval_loss", not loss_problem(grading, run),
-                            loss_problem(grading, run)))
+        checks.append(check("eval_loss", not cannot and not loss_problem(grading, seen),
+                            cannot or loss_problem(grading, seen)))
     checks += [
-        check("one_writer", run.writes == 1 and run.saves <= 1 and not model_lost(run),
-              voice_problem(run, "writes")),
+        check("one_writer", not writes_problem(run), writes_problem(run)),
         check("one_printer", run.printed == 1 and run.bars == 1, voice_problem(run, "prints")),
         check("left_group", bool(run.left_group), say("hint.stays_in_group")),
     ]
@@ -336,29 +421,19 @@ def grade_lesson3(grading, run, reference, unseen):
     return checks
 
 
-def own_share_hint(grading, share, reference_share, pairs):
-    """Say how the processes' own evaluations differ from the loop's before the lesson."""
-    said = " + ".join(map(str, share))
-    if not any(share):
-        return say("hint.no_evaluation")
-    if max(share) >= pairs and min(share) == 0:
-        return say("hint.one_evaluates_all", split=items(grading, pairs), shares=said)
-    if all(n >= pairs for n in share):
-        return say("hint.each_evaluates_all", split=items(grading, pairs), shares=said)
-    return say("hint.shares", shares=said, reference=" + ".join(map(str, reference_share)))
-
-
 def two_machines_check(grading, run):
-    """The candidate on 2 machines (1 process each, on 127.0.0.1) with the unseen flags: the
-    whole split once, its own predictions and metric (and loss), one metrics.json."""
+    """The candidate on 2 machines (1 process each, on 127.0.0.1) with the unseen flags,
+    measured from outside: the whole split once, its own predictions and metric (and loss),
+    one metrics.json and one model."""
     batch = grading.task.unseen_batch if grading.task else UNSEEN_FLAGS[-1]
     if run.error:
         return check("two_machines", False, stopped(run)[0].hint, batch=batch)
+    seen = seen_from_outside(run)
     # the count of predictions said once: by the scoring, else by the metric
-    problems = [scored_problem(grading, run) or metric_problem(grading, run),
-                voice_problem(run, "writes")]
-    if "eval_loss" in grading.points:
-        problems.append(loss_problem(grading, run))
+    problems = [unreadable(run) or whole_split_problem(grading, run, seen)
+                or metric_problem(grading, seen), writes_problem(run)]
+    if "eval_loss" in grading.points and not unreadable(run):
+        problems.append(loss_problem(grading, seen))
     return check("two_machines", not any(problems), joined(problems), batch=batch)
 
 
@@ -409,14 +484,19 @@ def reference_script(grading):
     return STEP_FILE[2]
 
 
-def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT):
+def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT, user=None):
     """Return the sets of runs that grading `candidates` ({name: path}) reads, {set name:
     {name: Run}}: each set not in `made` (sets run already, with the same flags and
     candidates) is run now, in one launch. Lessons 3 and 4 run the candidates first, and
-    nothing more once every one of them has stopped (each is graded by its own line)."""
+    nothing more once every one of them has stopped (each is graded by its own line).
+    Lesson 3's candidates run in launches of their own, as `user` where one is given
+    (sandbox.GradedUser, or sandbox.AsGrader); once such a launch has ended, every process it
+    left is ended, and what each candidate left is measured from outside (Run.outside:
+    evidence.measured)."""
     folder, made = Path(folder), made or {}
     reference = reference_script(grading)
     flags = grading.task.flags if grading.task else lab_runs.SHORT_RUN
+    unseen_flags = grading.task.unseen_flags if grading.task else UNSEEN_FLAGS
     needed = {
         2: {ONE_PROCESS: lambda: lab_runs.run_batches([one_process_batch(candidates, folder)],
                                                       time_limit)[0],
@@ -425,13 +505,17 @@ def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT):
         # the candidates in a launch of their own, before the reference's: a collective only
         # some of their processes join ends their launch (the others leave), instead of
         # meeting the reference's collectives
-        3: {TWO_PROCESSES: lambda: reference_after(lab_runs.run_scripts(
-                3, candidates, folder / "yours", flags, time_limit=time_limit),
+        3: {TWO_PROCESSES: lambda: reference_after(
+                graded_launch(candidates, folder / "yours", flags, user,
+                              lambda popen: lab_runs.run_scripts(
+                                  3, candidates, folder / "yours", flags, time_limit=time_limit,
+                                  popen=popen)),
                 lambda: lab_runs.run_scripts(3, {REFERENCE: reference}, folder / "reference",
                                              flags, time_limit=time_limit)),
-            TWO_MACHINES: lambda: lab_runs.run_on_two_machines(
-                3, candidates, folder / "unseen",
-                grading.task.unseen_flags if grading.task else UNSEEN_FLAGS, time_limit)},
+            TWO_MACHINES: lambda: graded_launch(
+                candidates, folder / "unseen", unseen_flags, user,
+                lambda popen: lab_runs.run_on_two_machines(
+                    3, candidates, folder / "unseen", unseen_flags, time_limit, popen=popen))},
         4: {TWO_PROCESSES: lambda: lab_runs.run_scripts(
                 4, candidates, folder / "two", step4_flags(folder), time_limit=time_limit),
             STEP3_REFERENCE: lambda: lab_runs.run_scripts(
@@ -443,7 +527,49 @@ def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT):
         runs[name] = made[name] if name in made else run()
         if grading.lesson > 2 and every_run_stopped(runs[TWO_PROCESSES], candidates):
             break  # lessons 3 and 4 grade a stopped run by its own line: nothing to compare
+    if grading.lesson == 3:  # sets made elsewhere: their candidates measured from outside too
+        settings = {TWO_PROCESSES: flags, TWO_MACHINES: unseen_flags}
+        for name in set(made) & set(runs):
+            runs[name] = {**runs[name], **measured_outside(
+                {c: run for c, run in runs[name].items() if c in candidates}, settings[name])}
     return runs
+
+
+def measured_outside(runs, flags, writes=None):
+    """Return runs ({name: Run}) with what each left measured from outside (Run.outside),
+    where it is not yet; writes: {name: evidence.Writes} counted while they ran (a run made
+    elsewhere, by the tests' shared launches, has its writes reported from inside)."""
+    return {name: run if run.outside is not None else dataclasses.replace(
+        run, outside=evidence.measured(Path(run.folder) / "output", flags,
+                                       writes[name].counted if writes else (None, None)))
+        for name, run in runs.items()}
+
+
+def graded_launch(candidates, batch_folder, flags, user, launch):
+    """Run the candidates' launch (launch(popen): lab_runs.run_scripts or run_on_two_machines
+    with Popen's extra arguments), as `user` where given (its folders its own), each run's
+    writes counted from outside while it runs; then end every process the launch left (the
+    user's) and return the runs measured from outside."""
+    batch_folder = Path(batch_folder)
+    batch_folder.mkdir(parents=True, exist_ok=True)
+    batch_folder.chmod(0o755)  # readable by the graded user: its batch.json, not writable
+    popen = {}
+    if user is not None:
+        for name in candidates:
+            user.scratch(batch_folder / name)
+            user.scratch(batch_folder / name / "output")
+        scratch = user.scratch(batch_folder / "scratch")
+        popen = dict(user.popen(), environment=lambda env: user.environment(env, scratch))
+    writes = {name: evidence.Writes(batch_folder / name / "output") for name in candidates}
+    with contextlib.ExitStack() as watching:
+        for watch in writes.values():
+            watching.enter_context(watch)
+        try:
+            runs = launch(popen)
+        finally:
+            if user is not None:
+                user.end_processes()
+    return measured_outside(runs, flags, writes)
 
 
 def one_process_batch(candidates, folder):
@@ -490,23 +616,43 @@ def grade(grading, name, runs):
 
 # ---- the score ---------------------------------------------------------------------------
 
-def blocking(grading, checks):
-    """Return the failed checks that keep every check from scoring: a prerequisite, a core
-    check, or a check that stopped grading (not in the points table)."""
+def blocking(grading, checks, core_gate=False):
+    """Return the failed checks that keep every check from scoring: a prerequisite, a check
+    that stopped grading (not in the points table), and with the core gate a core check."""
+    blocks = {PREREQUISITE, CORE} if core_gate else {PREREQUISITE}
     return [c for c in checks if not c.passed and
-            (c.key not in grading.points or grading.points[c.key].kind != FURTHER)]
+            (c.key not in grading.points or grading.points[c.key].kind in blocks)]
 
 
-def points(grading, checks):
-    """Return {check key: points it scored} (0 for each while a blocking check fails)."""
-    blocked = bool(blocking(grading, checks))
-    return {c.key: grading.points[c.key].points if c.passed and not blocked and
-            c.key in grading.points else 0 for c in checks}
+def outside_failed(grading, checks):
+    """Return the failed checks measured from outside the run (lesson 3 and its tasks)."""
+    return [c for c in checks if not c.passed and from_outside(grading, c.key)]
 
 
-def score(grading, checks):
+def why_unscored(grading, checks, c, core_gate=False):
+    """Return why a passed check scores no point although it is worth some (said in the
+    class's language), or "" when it scores them."""
+    worth = grading.points.get(c.key)
+    if not c.passed or worth is None or not worth.points:
+        return ""
+    blocked = blocking(grading, checks, core_gate)
+    if blocked and not stopped_grading(grading, checks):
+        return say(f"grade.blocked_{grading.points[blocked[0].key].kind}", check=blocked[0].name)
+    if grading.lesson == 3 and c.key in REPORTED_FROM_INSIDE and outside_failed(grading, checks):
+        return say("grade.inside_waits", check=outside_failed(grading, checks)[0].name)
+    return ""
+
+
+def points(grading, checks, core_gate=False):
+    """Return {check key: points it scored}: its points when it passed and nothing keeps it
+    from scoring (why_unscored), else 0."""
+    return {c.key: grading.points[c.key].points if c.passed and c.key in grading.points and
+            not why_unscored(grading, checks, c, core_gate) else 0 for c in checks}
+
+
+def score(grading, checks, core_gate=False):
     """Return (points scored, points the grade is out of)."""
-    return sum(points(grading, checks).values()), total(grading)
+    return sum(points(grading, checks, core_gate).values()), total(grading)
 
 
 def points_table():
@@ -532,9 +678,9 @@ def stopped_grading(grading, checks):
     return len(checks) == 1 and checks[0].key not in grading.points
 
 
-def no_points_reason(grading, checks):
+def no_points_reason(grading, checks, core_gate=False):
     """Return why no check scored (the first blocking check's kind), or "" when none blocks."""
-    blocked = blocking(grading, checks)
+    blocked = blocking(grading, checks, core_gate)
     if not blocked or stopped_grading(grading, checks):
         return ""
     first = blocked[0]
@@ -542,20 +688,20 @@ def no_points_reason(grading, checks):
     return say(f"grade.blocked_{kind}", check=first.name)
 
 
-def results(grading, path, checks, seconds):
+def results(grading, path, checks, seconds, core_gate=False):
     """Return Gradescope's results.json for the checks of one file (its autograder format:
     gradescope-autograders.readthedocs.io, specs): one test per check, its points and, when
     it failed or scored nothing, why as its output; a prerequisite as a test worth 0; a check
     that stopped grading as one test worth every point of the grade, none scored. The words
     are the class's language's."""
-    scored, out_of = score(grading, checks)
-    by_key = points(grading, checks)
-    reason = no_points_reason(grading, checks)
+    scored, out_of = score(grading, checks, core_gate)
+    by_key = points(grading, checks, core_gate)
+    reason = no_points_reason(grading, checks, core_gate)
     stopped_ = stopped_grading(grading, checks)
     tests = []
     for c in checks:
         worth = grading.points.get(c.key)
-        output = c.hint if not c.passed else reason if worth and worth.points and reason else ""
+        output = c.hint if not c.passed else why_unscored(grading, checks, c, core_gate)
         tests.append({
             "name": c.name + (f" ({say('grade.prerequisite')})"
                               if worth and worth.kind == PREREQUISITE else ""),
@@ -563,7 +709,9 @@ def results(grading, path, checks, seconds):
             "max_score": out_of if stopped_ else worth.points if worth else 0,
             "status": "passed" if c.passed else "failed",
             "output": output, "visibility": "visible",
-            "extra_data": {"check": c.key, "kind": worth.kind if worth else "stops grading"}})
+            "extra_data": {"check": c.key, "kind": worth.kind if worth else "stops grading",
+                           "measured": "from outside the run" if from_outside(grading, c.key)
+                           else "reported from inside the run"}})
     summary = say("grade.summary", path=path, what=grading.what, scored=scored, out_of=out_of)
     return {"score": scored, "execution_time": round(seconds),
             "output": then(summary, reason),
@@ -654,45 +802,13 @@ def before_launch(path):
 
 # ---- running it ------------------------------------------------------------------------
 
-# every process a graded file starts carries this variable, set to this grading's own value:
-# found by it at the end, in any session or process group (a file may start a process in a
-# session of its own), and ended
-MARKER = "COURSE_GRADED_RUN"
-
-
-def marked_processes(value):
-    """Return this user's processes whose environment holds MARKER=value (psutil; a process
-    that cannot be read, or has ended, is skipped)."""
-    import psutil
-    found = []
-    for process in psutil.process_iter(["pid", "uids"]):
-        if process.pid == os.getpid() or process.info["uids"] is None or \
-                process.info["uids"].real != os.getuid():
-            continue
-        with contextlib.suppress(psutil.Error, OSError):
-            if process.environ().get(MARKER) == value:
-                found.append(process)
-    return found
-
-
-def end_marked(value):
-    """Kill every process the grading started that still runs, in any session; return how
-    many there were."""
-    import psutil
-    left = marked_processes(value)
-    for process in left:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-    psutil.wait_procs(left, timeout=10)
-    return len(left)
-
-
-def graded_within(grading, path, folder, time_limit):
+def graded_within(grading, path, folder, time_limit, user=None):
     """Return the Checks of the file: its runs graded, or one failing Check when a launch ran
-    past the time limit, or failed in a way that is not a run's own error."""
+    past the time limit, or failed in a way that is not a run's own error. user: the
+    sandbox.GradedUser its runs run as (None: as the grader)."""
     try:
         return grade(grading, "yours", runs_for(grading, {"yours": path.resolve()}, folder,
-                                                time_limit=time_limit))
+                                                time_limit=time_limit, user=user))
     except running.TimeLimitReached as stopped_:
         return [check("time_limit", False, say("hint.time_limit", seconds=round(stopped_.seconds)),
                       seconds=time_limit)]
@@ -700,9 +816,29 @@ def graded_within(grading, path, folder, time_limit):
         return [check("runs", False, say("hint.stopped", error=failed.last_line))]
 
 
-def print_checks(grading, checks, out=sys.stdout):
-    """Print one line per check (its hint below when it failed), the prerequisites first."""
-    by_key = points(grading, checks)
+def readable_copy(path, folder):
+    """Return a copy of the graded file in folder/graded/ that the graded user can read (the
+    file handed in may lie in a folder only its owner may enter), under its own name."""
+    copy = Path(folder) / "graded" / path.name
+    copy.parent.mkdir(mode=0o755)
+    copy.parent.chmod(0o755)
+    shutil.copyfile(path, copy)
+    copy.chmod(0o644)
+    return copy
+
+
+def needed_to_read(copy):
+    """Return what a graded run reads: the Python that runs it, the course, the installed
+    packages, the file."""
+    import torch
+    return [Path(sys.executable).resolve(), Path(running.__file__).resolve().parent / "lab_driver.py",
+            Path(torch.__file__).resolve(), copy]
+
+
+def print_checks(grading, checks, out=sys.stdout, core_gate=False):
+    """Print one line per check (its hint below when it failed, or why it scored nothing
+    when it passed), the prerequisites first."""
+    by_key = points(grading, checks, core_gate)
     for c in checks:
         worth = grading.points.get(c.key)
         marks = say("grade.pass"), say("grade.fail")  # as wide as each other (通过, 未通过)
@@ -714,6 +850,9 @@ def print_checks(grading, checks, out=sys.stdout):
         print(f"  {mark}  {c.name}{worth_said}", file=out)
         if not c.passed:
             print(f"        {say('grade.hint', hint=c.hint)}", file=out)
+        elif why_unscored(grading, checks, c, core_gate) and not blocking(grading, checks,
+                                                                          core_gate):
+            print(f"        {why_unscored(grading, checks, c, core_gate)}", file=out)
 
 
 def main():
@@ -728,6 +867,9 @@ def main():
                              "slow machine)")
     parser.add_argument("--json", type=Path, metavar="RESULTS_JSON",
                         help="also write the grade in Gradescope's results.json format")
+    parser.add_argument("--core-gate", action="store_true",
+                        help="no check scores while a core check fails (default: each check "
+                             "scores its points when it passes)")
     args = parser.parse_args()
     language()  # an unknown COURSE_LANG: one line, before anything
     grading = grading_of(args.what)
@@ -746,34 +888,50 @@ def main():
     if path != args.file:
         print(say("grade.graded_instead", given=args.file, file=path), flush=True)
     checks = before_launch(path)
-    marker = uuid.uuid4().hex
-    os.environ[MARKER] = marker  # every launch's environment is a copy of this one
     folder = Path(tempfile.mkdtemp(prefix=f"check-{args.what}-"))
     # what the launches write in a temporary folder (torch's launcher's logs) goes in this one
     # too, removed with it at the end
     (folder / "tmp").mkdir()
     os.environ["TMPDIR"] = str(folder / "tmp")
+    no_root = sandbox.without_root()
+    if no_root:
+        print(say("grade.as_grader", why=no_root), flush=True)
+    else:
+        folder.chmod(0o711)  # the graded user enters its own folders, and lists none
+        (folder / "reference").mkdir(mode=0o700)  # the reference's runs: not the user's to read
+        (folder / "tmp").chmod(0o700)
+    user = sandbox.AsGrader() if no_root else sandbox.GradedUser()
     try:
-        with running.stop_together():
+        with running.stop_together(), user:
+            path_run = path
+            if not no_root and not checks:
+                path_run = readable_copy(path, folder)
+                unread = user.can_read(needed_to_read(path_run))
+                if unread:
+                    raise NoFile(say("grade.cannot_read", path=unread))
             if not checks:
-                checks = graded_within(grading, path, folder, args.time_limit)
+                checks = graded_within(grading, path_run, folder, args.time_limit, user)
     except running.Stopped as stop:
-        end_marked(marker)
         shutil.rmtree(folder, ignore_errors=True)
         running.end_command(stop, say("grade.stopped", file=path))
-    left = end_marked(marker)
+    except NoFile as unreadable_:
+        shutil.rmtree(folder, ignore_errors=True)
+        if args.json:
+            write_results(args.json, refused("submission.graded_nothing", reason=str(unreadable_)))
+        sys.exit(f"error: {unreadable_}")
+    left = user.ended
     shutil.rmtree(folder, ignore_errors=True)
-    print_checks(grading, checks)
+    print_checks(grading, checks, core_gate=args.core_gate)
     failed = sum(not c.passed for c in checks)
     seconds = time.perf_counter() - start
-    scored, out_of = score(grading, checks)
-    reason = no_points_reason(grading, checks)
+    scored, out_of = score(grading, checks, args.core_gate)
+    reason = no_points_reason(grading, checks, args.core_gate)
     print(then(say("grade.total", passed=len(checks) - failed, checks=len(checks),
                    seconds=f"{seconds:.0f}", scored=scored, out_of=out_of), reason))
     if left:
         print(say("grade.ended_left", n=left))
     if args.json:
-        write_results(args.json, results(grading, path, checks, seconds))
+        write_results(args.json, results(grading, path, checks, seconds, args.core_gate))
         print(say("grade.results_written", path=args.json))
     sys.exit(1 if failed else 0)
 

@@ -179,6 +179,10 @@ def readme(grading, repository, tag):
         text = grading.task.readme_in(messages.language()).read_text()
         text = re.sub(r"^(English · \[简体中文\]|\[English\]\(README\.md\) · 简体中文).*\n\n", "",
                       text, flags=re.M)
+        # and without what only the course has (its commands, its pages): the lab's own
+        # commands follow
+        text = re.sub(r"<!-- course only -->.*?<!-- end course only -->\n*", "", text,
+                      flags=re.S)
         return render("lab/README-task.md", task_text=text,
                       exercise=exercise_path(grading), run_command=run_command(grading),
                       grading=grading_text(grading, repository, tag))
@@ -190,7 +194,12 @@ def readme(grading, repository, tag):
                   grading=grading_text(grading, repository, tag))
 
 
-def workflow(grading, repository, tag):
+def grade_flags(core_gate):
+    """Return what the lab's grader is given besides the file: the teacher's core gate."""
+    return " --core-gate" if core_gate else ""
+
+
+def workflow(grading, repository, tag, core_gate=False):
     """Return .github/workflows/classroom.yml for a lab: one grading, then one step per check
     worth points, named in the class's language."""
     token_url = repository.replace("https://github.com/",
@@ -204,6 +213,7 @@ def workflow(grading, repository, tag):
                               key=key, worth=worth.points).rstrip("\n"))
         reporter.append(f'        CHECK-{number}_RESULTS: "${{{{steps.check-{number}.outputs.result}}}}"')
     return render("lab/classroom.yml", what=grading.what, tag=tag, repository=repository,
+                  grade_flags=grade_flags(core_gate),
                   token_url=token_url, language=messages.language(), torch=install.pinned_torch(),
                   what_id=what_id(grading), exercise=exercise_path(grading),
                   graders="\n".join(graders), reporter="\n".join(reporter),
@@ -214,7 +224,7 @@ def copy_tree(source, target):
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
-def template(grading, out, repository=None, tag=None):
+def template(grading, out, repository=None, tag=None, core_gate=False):
     """Write the students' repository for a lab into out; return its files."""
     repository, tag = repository or published.named_repository(), tag or published.version_tag()
     if not repository:
@@ -243,7 +253,8 @@ def template(grading, out, repository=None, tag=None):
                                                what=grading.what))
     (out / "Makefile").write_text(render("lab/Makefile", what_id=what_id(grading),
                                          exercise=exercise_path(grading), repository=repository,
-                                         tag=tag, language=messages.language()))
+                                         tag=tag, language=messages.language(),
+                                         grade_flags=grade_flags(core_gate)))
     (out / ".gitignore").write_text(render("lab/gitignore"))
     student_file = out / exercise_path(grading)
     student_file.parent.mkdir(parents=True)
@@ -252,7 +263,7 @@ def template(grading, out, repository=None, tag=None):
     (out / "README.md").write_text(readme(grading, repository, tag), encoding="utf-8")
     (out / ".github" / "workflows").mkdir(parents=True)
     (out / ".github" / "workflows" / "classroom.yml").write_text(
-        workflow(grading, repository, tag), encoding="utf-8")
+        workflow(grading, repository, tag, core_gate), encoding="utf-8")
     (out / ".github" / "classroom").mkdir()
     shutil.copy(TEMPLATES / "lab" / "check_result.py", out / ".github" / "classroom")
     (out / ".github" / "classroom" / "grader-files").write_text(
@@ -289,7 +300,7 @@ def committed_files(source=REPO):
     return files, changed
 
 
-def gradescope(grading, out, time_limit=600):
+def gradescope(grading, out, time_limit=600, core_gate=False):
     """Write Gradescope's autograder for a lesson or a task into out (and out/autograder.zip);
     return (the zip's path, the uncommitted changes left out)."""
     files, changed = committed_files()
@@ -297,7 +308,8 @@ def gradescope(grading, out, time_limit=600):
     out.mkdir(parents=True, exist_ok=True)
     setup = render("gradescope/setup.sh", torch=install.pinned_torch())
     run = render("gradescope/run_autograder", what=grading.what, what_id=what_id(grading),
-                 language=messages.language(), time_limit=time_limit)
+                 language=messages.language(), time_limit=time_limit,
+                 grade_flags=grade_flags(core_gate))
     for name, text in (("setup.sh", setup), ("run_autograder", run)):
         (out / name).write_text(text)
         (out / name).chmod(0o755)
@@ -319,6 +331,9 @@ def main():
     parser.add_argument("what", help="the lesson (2, 3, 4) or the take-home task")
     parser.add_argument("out", type=Path)
     parser.add_argument("--course", help="the teacher's repository (default: pyproject.toml's)")
+    parser.add_argument("--core-gate", action="store_true",
+                        help="grade with the core gate: no check scores while a core check "
+                             "fails (default: partial credit)")
     args = parser.parse_args()
     messages.language()  # an unknown COURSE_LANG: one line, before anything is written
     grading = check.grading_of(args.what)
@@ -326,7 +341,7 @@ def main():
         sys.exit("error: " + say("submission.unknown", what=args.what, lessons="2, 3, 4",
                                  tasks=", ".join(takehome.tasks()) or "-"))
     if args.command == "template":
-        files = template(grading, args.out, args.course)
+        files = template(grading, args.out, args.course, core_gate=args.core_gate)
         lines = "" if grading.task else (f", none with any of the "
                                          f"{len(solution_lines(grading.lesson))} code lines "
                                          f"lesson {grading.lesson} adds")
@@ -336,7 +351,7 @@ def main():
         print("next: make it a git repository, push it to GitHub, mark it a template "
               "repository and make it the assignment's starter code (docs/teaching.md)")
     else:
-        archive, changed = gradescope(grading, args.out)
+        archive, changed = gradescope(grading, args.out, core_gate=args.core_gate)
         print(f"wrote Gradescope's autograder for {grading.what}: {archive} (upload it as the "
               "assignment's autograder; docs/teaching.md says which settings it needs)")
         if changed:

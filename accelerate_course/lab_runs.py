@@ -84,17 +84,22 @@ def write_batch(step, scripts, folder, flags=SHORT_RUN, processes=None, evaluate
 
 
 
-def run_within(launches, seconds):
+def run_within(launches, seconds, popen=None):
     """Run launches ([(command, environment), ...]) side by side from the repository root
     (accelerate_course/running.py: each in a process group of its own, so that a stop signal
     reaches every process once); return [(its output, stdout and stderr together; its exit
     code), ...]. Past `seconds` every process they started is killed and
-    running.TimeLimitReached raised; on a stop signal, running.Stopped."""
+    running.TimeLimitReached raised; on a stop signal, running.Stopped. popen: Popen's extra
+    arguments (a graded run's user: accelerate_course/sandbox.py), its "environment" a
+    function that turns each launch's environment into the one it gets."""
+    popen = dict(popen or {})
+    environment = popen.pop("environment", lambda env: env)
     with tempfile.TemporaryDirectory() as folder:
         files = [open(Path(folder) / f"launch{i}.out", "w+") for i in range(len(launches))]
         try:
-            processes = running.run([(command, dict(cwd=REPO, env=env, stdout=out,
-                                                    stderr=subprocess.STDOUT, text=True))
+            processes = running.run([(command, dict(cwd=REPO, env=environment(env), stdout=out,
+                                                    stderr=subprocess.STDOUT, text=True,
+                                                    **popen))
                                      for (command, env), out in zip(launches, files)], seconds)
             outputs = []
             for out in files:
@@ -141,16 +146,16 @@ def lab_batch(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None, 
 
 
 
-def run_batches(batches, time_limit=900):
+def run_batches(batches, time_limit=900, popen=None):
     """Run LabBatches side by side; return their measurements, [{name: Run}, ...]."""
-    done = run_within([(batch.command, batch.env) for batch in batches], time_limit)
+    done = run_within([(batch.command, batch.env) for batch in batches], time_limit, popen)
     return [measured_batch(batch.batch_path, batch.folder, batch.processes, output, code)
             for batch, (output, code) in zip(batches, done)]
 
 
 
 def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
-                        launcher="accelerate", machine_env=None):
+                        launcher="accelerate", machine_env=None, popen=None):
     """Run scripts as run_scripts does, as 2 machines of 1 process each on 127.0.0.1, one
     launcher per "machine": accelerate launch --num_machines 2 or torchrun --nnodes 2, on the
     CPU (ACCELERATE_USE_CPU=1, as the README's command; torchrun with one thread per process,
@@ -163,7 +168,7 @@ def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
     launches = [(command_for(step, DRIVER, 2, launcher, machine=(rank, port)) + [str(batch_path)],
                  lab_environment(**env, **(machine_env(rank) if machine_env else {})))
                 for rank in (0, 1)]
-    outputs = run_within(launches, time_limit)
+    outputs = run_within(launches, time_limit, popen)
     return measured_batch(batch_path, folder, 2, "".join(output for output, _ in outputs),
                           next((code for _, code in outputs if code), 0))
 
@@ -208,12 +213,13 @@ def measured_batch(batch_path, folder, processes, output, exit_code):
 
 
 def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None,
-                launcher=None, use_cpu=True, time_limit=900, evaluate_alone=None):
+                launcher=None, use_cpu=True, time_limit=900, evaluate_alone=None, popen=None):
     """Run scripts ({name: path or (path, env)}) as step `step` runs, all in one launch;
     return {name: measurement} (see measure). folder keeps every report. Past time_limit
-    seconds the launch is stopped, every process of it, and running.TimeLimitReached raised."""
+    seconds the launch is stopped, every process of it, and running.TimeLimitReached raised.
+    popen: see run_within."""
     return run_batches([lab_batch(step, scripts, folder, flags, processes, env, launcher,
-                                  use_cpu, evaluate_alone)], time_limit)[0]
+                                  use_cpu, evaluate_alone)], time_limit, popen)[0]
 
 
 

@@ -66,6 +66,10 @@ class Run:
     saved_first_name: str | None = None
     reloaded: str | None = None
     state_files: list | None = None  # the files save_state wrote (None: none), all processes'
+    # what the grader measured from outside the run once it ended (accelerate_course/
+    # evidence.py's Evidence), for a graded run; None elsewhere
+    outside: object = None
+    folder: str | None = None  # the run's folder (its reports; its output in folder/output)
 
 
 
@@ -180,6 +184,7 @@ def measure(run_folder, processes_launched):
                    saved_model(run_folder / "output"))),
         state_files=sorted(p.name for p in (run_folder / "output" / "state").iterdir())
         if (run_folder / "output" / "state").is_dir() else None,
+        folder=str(run_folder),
     )
 
 

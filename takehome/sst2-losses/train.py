@@ -19,7 +19,7 @@ from common.checkpoint import load_tokenizer, resolve_checkpoint
 from common.cli import parse_args
 from common.data import get_dataloaders, load_splits
 from common.launch import check_launch
-from common.output import write_metrics
+from common.output import saving_model, write_metrics
 
 
 # %%
@@ -88,6 +88,10 @@ def training_function(args):
     }
     print(f"validation: accuracy {accuracy:.4f}, loss {eval_loss:.4f} "
           f"({len(predictions)} sentences)")
+    # the trained model and its tokenizer, in <output-dir>/model (what the grader reloads)
+    with saving_model(args.output_dir) as folder:
+        accelerator.unwrap_model(model).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
     write_metrics(args.output_dir, args, results)
 
 

@@ -11,8 +11,9 @@ evaluates after `model.eval()` in the first `for` loop that follows it, and keep
 evaluates with `.append(...)` or `.add_batch(...)`. The rules are lesson 3's, none of them
 about a particular loop: every tensor the evaluation loop keeps is gathered from every
 process (with gather_for_metrics, which drops the duplicated tail); print becomes
-accelerator.print and the progress bar shows on one process per machine; metrics.json is
-written by the main process; every process leaves the process group at the end.
+accelerator.print and the progress bar shows on one process per machine; once every process
+has got there, the main process alone saves the model and writes metrics.json; every process
+leaves the process group at the end.
 """
 
 import ast
@@ -55,14 +56,27 @@ def applied(text, gather="gather_for_metrics", skip=None, writer="is_main_proces
                               ", disable=not accelerator.is_local_main_process"))
     # whole lines: the writer guarded, and the end of the function
     indent = " " * body[0].col_offset
-    guarded = [node for node in body if writer and isinstance(node, ast.Expr)
-               and isinstance(node.value, ast.Call)
-               and getattr(node.value.func, "id", None) == "write_metrics"]
+    def writes(node):  # write_metrics(...), or `with saving_model(...) as folder:`
+        call = node.value if isinstance(node, ast.Expr) else \
+            node.items[0].context_expr if isinstance(node, ast.With) else None
+        return isinstance(call, ast.Call) and \
+            getattr(call.func, "id", None) in ("write_metrics", "saving_model")
+
+    lines = text.splitlines(keepends=True)
+    guarded = []  # [first line, last line] of each run of writes, its comments above it too
+    for i, node in enumerate(body):
+        if writer and writes(node):
+            if guarded and i and writes(body[i - 1]):
+                guarded[-1][1] = node.end_lineno
+            else:
+                first = node.lineno
+                while lines[first - 2].strip().startswith("#"):
+                    first -= 1
+                guarded.append([first, node.end_lineno])
     operations = [(line, column, "edit", (end_line, end_column, new))
                   for line, column, end_line, end_column, new in edits]
-    operations += [(node.lineno, -1, "guard", node.end_lineno) for node in guarded]
+    operations += [(first, -1, "guard", last) for first, last in guarded]
     operations.append((function.end_lineno + 1, -1, "end", None))
-    lines = text.splitlines(keepends=True)
     # from the end of the text backwards: an operation never moves the lines of one still to come
     for line, column, kind, more in sorted(operations, reverse=True):
         if kind == "edit":
@@ -70,7 +84,8 @@ def applied(text, gather="gather_for_metrics", skip=None, writer="is_main_proces
             first, last = lines[line - 1], lines[end_line - 1]
             lines[line - 1:end_line] = [first[:column] + new + last[end_column:]]
         elif kind == "guard":
-            lines[line - 1:more] = [f"{indent}if accelerator.{writer}:\n",
+            lines[line - 1:more] = [f"{indent}accelerator.wait_for_everyone()\n",
+                                    f"{indent}if accelerator.{writer}:\n",
                                     *("    " + old for old in lines[line - 1:more])]
         else:
             lines[line - 1:line - 1] = [f"{indent}accelerator.end_training()\n"]
