@@ -16,7 +16,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 
 .PHONY: course test test-unit lesson what-if exercise takehome check install clean \
-	student-template gradescope test-classroom test-hosted benchmark notebook readme xla-lane verify-embedded gpu-check gpu-bundle
+	student-template gradescope test-classroom test-forgery test-hosted benchmark notebook readme xla-lane verify-embedded gpu-check gpu-bundle
 
 # the pinned packages, torch built for this machine (TORCH=cpu, cuda, cu126, cu129, cu130 or
 # cu132 to choose), and the course itself (common/ and accelerate_course/, editable): one line says
@@ -107,6 +107,12 @@ gradescope: install
 # about 6 minutes on 2 cores (in CI, not in make test)
 test-classroom: install
 	COURSE_CLASSROOM_TEST=1 $(BIN)/python -m pytest tests/test_classroom.py -s $(ARGS)
+
+# the red team (tests/test_forgery.py): the take-home's untouched file, eleven attacks on its
+# grade and the solution, each graded in the Classroom workflow, Gradescope's run_autograder
+# and the lab's make check, all as root; about 25 minutes on 2 cores (not in CI)
+test-forgery: install
+	COURSE_FORGERY_TEST=1 $(BIN)/python -m pytest tests/test_forgery.py -s $(ARGS)
 
 # the notebooks as a class opens them on Colab or Kaggle: a fresh runtime with torch only, the
 # course from a local git repository at its tag (tests/test_hosted.py; a few minutes, in CI)

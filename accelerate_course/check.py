@@ -36,7 +36,7 @@ from accelerate_course import (evidence, lab_runs, measuring, messages, running,
                                takehome)
 from accelerate_course.diagnosis import model_lost, saved_model_said
 from accelerate_course.messages import joined, language, say, then
-from accelerate_course.steps import FOLDERS, TRAIN_PY as STEP_FILE
+from accelerate_course.steps import FOLDERS, REPO, TRAIN_PY as STEP_FILE
 
 # seconds one launch of the grader may run (the student's runs, or a reference's): step 3's
 # whole check, all three launches, takes about 40 s on 2 cores
@@ -143,7 +143,8 @@ def items(grading, n):
 def split_size(run):
     """Return how many examples the validation split has, as the run's own weights evaluated
     alone counted them (the driver's evaluation on a plain loader)."""
-    return len(run.alone_predictions) if run.alone_predictions else measuring.VALIDATION_PAIRS
+    return len(run.alone_predictions) if run.alone_predictions else \
+        len(run.alone_labels) if run.alone_labels else measuring.VALIDATION_PAIRS
 
 
 def accuracy_and_f1(predictions, labels):
@@ -381,6 +382,9 @@ def grade_lesson3(grading, run, reference, unseen):
     step 2, or a task's starting script) in the same setting; unseen: the candidate on 2
     machines of 1 process with other evaluation batches (None when it was not run). What
     the points rest on was measured from outside the runs (run.outside)."""
+    read = run.read_course or (unseen.read_course if unseen is not None else None)
+    if read:  # it ran the course's own code, by some route the file's text does not show
+        return [check("own_code", False, say("hint.read_course", files=", ".join(read)))]
     if run.error:
         return stopped(run)
     seen = seen_from_outside(run)
@@ -561,15 +565,26 @@ def graded_launch(candidates, batch_folder, flags, user, launch):
         scratch = user.scratch(batch_folder / "scratch")
         popen = dict(user.popen(), environment=lambda env: user.environment(env, scratch))
     writes = {name: evidence.Writes(batch_folder / name / "output") for name in candidates}
+    reads = evidence.Reads(not_read_by_a_graded_run(), own=candidates.values())
     with contextlib.ExitStack() as watching:
-        for watch in writes.values():
+        for watch in [*writes.values(), reads]:
             watching.enter_context(watch)
         try:
             runs = launch(popen)
         finally:
             if user is not None:
                 user.end_processes()
+    if reads.opened:  # which candidate read them cannot be told: each is said to have
+        runs = {name: dataclasses.replace(run, read_course=sorted(
+            str(p.relative_to(REPO)) for p in reads.opened)) for name, run in runs.items()}
     return measured_outside(runs, flags, writes)
+
+
+def not_read_by_a_graded_run():
+    """Return the course's folders a graded run has no need to read: the steps (a lesson's
+    answer is the next step) and the tests (which build a take-home's solution); a file that
+    runs one, by whatever route, opens it."""
+    return [REPO / folder for folder in FOLDERS.values()] + [REPO / "tests", REPO / "tests" / "helpers"]
 
 
 def one_process_batch(candidates, folder):

@@ -40,7 +40,11 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 def render(name, **values):
     """Return templates/<name> with each {{key}} replaced by its value; a placeholder left
     without a value is an error of the course's own (not of the teacher's input)."""
-    text = (TEMPLATES / name).read_text(encoding="utf-8")
+    path = TEMPLATES / name
+    chinese = path.with_name(f"{path.stem}.zh-CN{path.suffix}")  # the class's language's, if any
+    if messages.language() == "zh-CN" and chinese.is_file():
+        path = chinese
+    text = path.read_text(encoding="utf-8")
     for key, value in values.items():
         text = text.replace("{{" + key + "}}", str(value))
     left = re.findall(r"\{\{\w+\}\}", text)
@@ -162,16 +166,17 @@ def check_names(grading):
                         say(f"check.{key}", **fields)) for key in grading.points}
 
 
-def grading_text(grading, repository, tag):
+def grading_text(grading, repository, tag, core_gate=False):
     """Return the lab README's part on how the work is graded."""
     names = check_names(grading)
     rows = "\n".join(f"| {names[key]} | {worth_said(worth)} |"
                      for key, worth in grading.points.items())
     return render("lab/grading.md", repository=repository or "the teacher names it", tag=tag,
-                  rows=rows, total=check.total(grading))
+                  rows=rows, total=check.total(grading),
+                  scoring=say("grade.lab_scoring_gate" if core_gate else "grade.lab_scoring"))
 
 
-def readme(grading, repository, tag):
+def readme(grading, repository, tag, core_gate=False):
     """Return the students' README: the lesson or the task, how to run and check it, the points."""
     if grading.task:
         # the task in the class's language, without the line linking its other language (the
@@ -185,13 +190,13 @@ def readme(grading, repository, tag):
                       flags=re.S)
         return render("lab/README-task.md", task_text=text,
                       exercise=exercise_path(grading), run_command=run_command(grading),
-                      grading=grading_text(grading, repository, tag))
+                      grading=grading_text(grading, repository, tag, core_gate))
     step = grading.lesson
     title = TRAIN_PY[step].read_text().splitlines()[0].strip('"').split(": ", 1)[1]
     return render("lab/README-lesson.md", step=step, title=title, lesson_text=lesson_text(step),
                   exercise=exercise_path(grading), previous=step - 1,
                   previous_folder=FOLDERS[step - 1], run_command=run_command(grading),
-                  grading=grading_text(grading, repository, tag))
+                  grading=grading_text(grading, repository, tag, core_gate))
 
 
 def grade_flags(core_gate):
@@ -260,7 +265,7 @@ def template(grading, out, repository=None, tag=None, core_gate=False):
     student_file.parent.mkdir(parents=True)
     student_file.write_text(grading.task.start.read_text() if grading.task
                             else exercise.exercise(grading.lesson))
-    (out / "README.md").write_text(readme(grading, repository, tag), encoding="utf-8")
+    (out / "README.md").write_text(readme(grading, repository, tag, core_gate), encoding="utf-8")
     (out / ".github" / "workflows").mkdir(parents=True)
     (out / ".github" / "workflows" / "classroom.yml").write_text(
         workflow(grading, repository, tag, core_gate), encoding="utf-8")

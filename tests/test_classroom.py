@@ -137,9 +137,20 @@ def grading_reporter(step, outputs):
     return total, maximum
 
 
+def enterable_by_others(path):
+    """Let other users enter path and every folder above it (o+x), as they may enter a
+    runner's /home/runner/work or Gradescope's /autograder: the graded file's own user must
+    read the course (pytest makes its temporary folders for root alone)."""
+    for folder in [Path(path), *Path(path).parents]:
+        folder.chmod(folder.stat().st_mode | 0o001)
+
+
 def autograde(tmp_path, student_repository, name):
     """One push graded as GitHub Actions runs the students' classroom.yml: (points, out of,
     results.json, the command-graders' messages, the runner's workspace)."""
+    enterable_by_others(tmp_path)
+    home = tmp_path / "home"  # the runner's home (/home/runner), not this machine's
+    home.mkdir(exist_ok=True)
     workspace = tmp_path / f"runner-{name}"
     git("clone", "--quiet", student_repository, str(workspace), cwd=tmp_path)  # Checkout code
     workflow = yaml.safe_load((workspace / ".github" / "workflows" / "classroom.yml").read_text())
@@ -151,7 +162,7 @@ def autograde(tmp_path, student_repository, name):
                 step["name"].startswith("Install"):
             continue  # done above, or by this environment (the module docstring says why)
         if "run" in step:
-            env = offline_env(PATH=f"{VENV_BIN}:{os.environ['PATH']}",
+            env = offline_env(PATH=f"{VENV_BIN}:{os.environ['PATH']}", HOME=str(home),
                               GITHUB_WORKSPACE=str(workspace), COURSE_TOKEN="",
                               **job.get("env", {}))  # the job's env: every run step sees it
             code, output = run_to_end(["bash", "-e", "-c", step["run"]], cwd=workspace,
@@ -273,8 +284,7 @@ def test_a_take_home_lab_in_chinese_holds_no_solution_in_the_lab_or_its_grader(t
     # the grades, in Chinese, in results.json and in each check's step
     assert (points, out_of, solved_points) == (untouched_json["score"], 10, solved_json["score"])
     assert (points, solved_points) == (0, 10)
-    assert untouched_json["output"].endswith("不得分，因为本课的核心检查没有通过："
-                                             "“主进程用整个验证集只算一次指标：400 个句子”。")
+    assert untouched_json["output"].endswith("按课后作业“sst2-losses”评分：0 / 10 分。")
     assert solved_messages["one_writer"].startswith("只有一个进程写 metrics.json 和模型: 1 / 1")
     workflow = (template / ".github" / "workflows" / "classroom.yml").read_text()
     assert "COURSE_LANG: 'zh-CN'" in workflow and "test-name: '只有一个进程写 metrics.json 和模型'" in workflow
@@ -286,6 +296,7 @@ def fake_autograder(tmp_path, archive, submissions=()):
     ({name: source file})."""
     root = tmp_path / "autograder"
     shutil.rmtree(root, ignore_errors=True)
+    enterable_by_others(tmp_path)
     with zipfile.ZipFile(archive) as zipped:
         assert {"setup.sh", "run_autograder"} <= set(zipped.namelist())  # at the zip's root
         zipped.extractall(root / "source")
