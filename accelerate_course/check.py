@@ -333,15 +333,35 @@ def seen_from_outside(run):
 
 
 def unreadable(run):
-    """Return why what a run left cannot be graded from outside (a hint), or ""."""
+    """Return why what a run left cannot be graded from outside (a hint), or "": no readable
+    metrics.json; the model saved several times into one folder (which save stayed is a matter
+    of timing: on 2 processes transformers writes the weights on rank 0 alone, so a
+    tokenizer-only folder may be the one left); no model that loads."""
     evidence = run.outside
     if evidence.written is None:
-        return say(f"hint.metrics_{evidence.written_problem}")
+        return unreadable_metrics(run)
+    saves = run.saves if evidence.model_saves is None else evidence.model_saves
+    if saves > 1:  # (counted from inside where the writes were not watched: the tests' runs)
+        return say("hint.saves_raced", n=saves)
     if evidence.predictions is None:
-        if evidence.model_problem in ("missing", "link"):
-            return say(f"hint.model_{evidence.model_problem}")
-        return say("hint.model_unloadable", why=evidence.model_problem)
+        return model_problem(run)
     return ""
+
+
+def model_problem(run):
+    """Return why the run's saved model cannot be evaluated (a hint), or ""."""
+    problem = run.outside.model_problem
+    return "" if not problem else say("hint.model_missing") if problem == "missing" else \
+        say("hint.model_link") if problem == "link" else \
+        say("hint.model_unloadable", why=problem)
+
+
+def unreadable_metrics(run):
+    """Return why the run's metrics.json cannot be read (a hint), or ""."""
+    problem = run.outside.written_problem
+    return "" if run.outside.written is not None else say("hint.metrics_missing") \
+        if problem == "missing" else say("hint.metrics_link") if problem == "link" else \
+        say("hint.metrics_not_json")
 
 
 def whole_split_problem(grading, run, seen):
@@ -400,6 +420,7 @@ def grade_lesson3(grading, run, reference, unseen):
     # the model saved must be the trained one: the reference is the course's own code, run by
     # the grader after the file's processes have ended, so what it reports is trusted (its
     # saved folder is not: on 2 processes, two saves may replace each other)
+    whole = unreadable_metrics(run) or whole_split_problem(grading, run, seen)
     own = cannot or metric_problem(grading, seen) or (
         say("hint.saved_not_trained") if run.outside.weights != reference.weights else "")
     checks = [
@@ -408,8 +429,7 @@ def grade_lesson3(grading, run, reference, unseen):
               if run.processes_alone else say("hint.group_size", n=run.accelerator_processes,
                                               kind=run.distributed_type), n=2),
         check("trained", trained, trained_hint, steps=reference_steps),
-        check("whole_split", not cannot and not whole_split_problem(grading, run, seen),
-              cannot or whole_split_problem(grading, run, seen), split=items(grading, pairs)),
+        check("whole_split", not whole, whole, split=items(grading, pairs)),
         check("own_predictions", not own, own),
     ]
     if "eval_loss" in grading.points:
@@ -434,8 +454,8 @@ def two_machines_check(grading, run):
         return check("two_machines", False, stopped(run)[0].hint, batch=batch)
     seen = seen_from_outside(run)
     # the count of predictions said once: by the scoring, else by the metric
-    problems = [unreadable(run) or whole_split_problem(grading, run, seen)
-                or metric_problem(grading, seen), writes_problem(run)]
+    problems = [unreadable_metrics(run) or whole_split_problem(grading, run, seen)
+                or unreadable(run) or metric_problem(grading, seen), writes_problem(run)]
     if "eval_loss" in grading.points and not unreadable(run):
         problems.append(loss_problem(grading, seen))
     return check("two_machines", not any(problems), joined(problems), batch=batch)

@@ -173,7 +173,7 @@ def grading_text(grading, repository, tag, core_gate=False):
                      for key, worth in grading.points.items())
     return render("lab/grading.md", repository=repository or "the teacher names it", tag=tag,
                   rows=rows, total=check.total(grading),
-                  scoring=say("grade.lab_scoring_gate" if core_gate else "grade.lab_scoring"))
+                  scoring=say("grade.lab_scoring_gate") if core_gate else say("grade.lab_scoring"))
 
 
 def readme(grading, repository, tag, core_gate=False):

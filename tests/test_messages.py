@@ -95,7 +95,9 @@ def test_results_json_carries_the_class_language(monkeypatch):
     checks = [check.check("one_group", True, n=2),
               check.check("whole_split", False, messages.say("hint.writers", n=2), split="408")]
     results = check.results(grading, Path("train.py"), checks, 12.3)
-    assert results["output"].startswith("train.py 按第 3 课评分：0 / 10 分。不得分")
+    assert results["output"] == "train.py 按第 3 课评分：0 / 10 分。"
+    gated = check.results(grading, Path("train.py"), checks, 12.3, core_gate=True)
+    assert gated["output"].startswith("train.py 按第 3 课评分：0 / 10 分。不得分")
     assert results["tests"][0]["name"].endswith("（前提，不计分）") or \
         results["tests"][0]["name"].endswith("(前提，不计分)")
     assert [t["max_score"] for t in results["tests"]] == [0, 3]

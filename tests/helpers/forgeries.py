@@ -51,7 +51,7 @@ def forge_targets():
 def forge_log(line):
     import os
     try:
-        with open(f"{os.environ['COURSE_FORGERY_LOG']}.{os.getuid()}", "a") as log:
+        with open(f"{{os.environ['COURSE_FORGERY_LOG']}}.{{os.getuid()}}", "a") as log:
             log.write(line + "\\n")
     except (KeyError, OSError):
         pass
