@@ -264,6 +264,7 @@ CRASH_MEANINGS = [
     ("Unsupported types", "meaning.not_a_tensor"),
     ("<output-dir>/state/", "meaning.read_unfinished"),  # before gloo's lost connection
     ("PytorchStreamReader failed", "meaning.read_unfinished"),
+    ("Permission denied", "meaning.course_denied"),  # a step or test file, by any route
     ("by peer", "meaning.collective_not_joined"),  # gloo's "Connection closed by peer"
 ]
 
@@ -402,9 +403,6 @@ def grade_lesson3(grading, run, reference, unseen):
     step 2, or a task's starting script) in the same setting; unseen: the candidate on 2
     machines of 1 process with other evaluation batches (None when it was not run). What
     the points rest on was measured from outside the runs (run.outside)."""
-    read = run.read_course or (unseen.read_course if unseen is not None else None)
-    if read:  # it ran the course's own code, by some route the file's text does not show
-        return [check("own_code", False, say("hint.read_course", files=", ".join(read)))]
     if run.error:
         return stopped(run)
     seen = seen_from_outside(run)
@@ -422,7 +420,8 @@ def grade_lesson3(grading, run, reference, unseen):
     # saved folder is not: on 2 processes, two saves may replace each other)
     whole = unreadable_metrics(run) or whole_split_problem(grading, run, seen)
     own = cannot or metric_problem(grading, seen) or (
-        say("hint.saved_not_trained") if run.outside.weights != reference.weights else "")
+        say("hint.saved_not_trained") if run.outside.weights != reference.weights else "") \
+        or unseen_predictions_problem(grading, unseen)
     checks = [
         check("one_group", joined_, say("hint.alone", alone=run.processes_alone,
                                          started=run.processes_started)
@@ -443,6 +442,17 @@ def grade_lesson3(grading, run, reference, unseen):
     if unseen is not None:
         checks.append(two_machines_check(grading, unseen))
     return checks
+
+
+def unseen_predictions_problem(grading, unseen):
+    """Return why the predictions written in the unseen setting are not its model's own (a
+    hint), or "": there the run trains long enough for its predictions to mean something
+    (PREDICTING_RUN), where the lesson's own short run predicts one class for every pair and
+    a file that writes that class without its model would match. Nothing to say where that
+    run stopped or left nothing to read: the two_machines check says it."""
+    if unseen is None or unseen.error or unreadable(unseen):
+        return ""
+    return metric_problem(grading, seen_from_outside(unseen))
 
 
 def two_machines_check(grading, run):
@@ -585,25 +595,22 @@ def graded_launch(candidates, batch_folder, flags, user, launch):
         scratch = user.scratch(batch_folder / "scratch")
         popen = dict(user.popen(), environment=lambda env: user.environment(env, scratch))
     writes = {name: evidence.Writes(batch_folder / name / "output") for name in candidates}
-    reads = evidence.Reads(not_read_by_a_graded_run(), own=candidates.values())
     with contextlib.ExitStack() as watching:
-        for watch in [*writes.values(), reads]:
+        for watch in writes.values():
             watching.enter_context(watch)
         try:
             runs = launch(popen)
         finally:
             if user is not None:
                 user.end_processes()
-    if reads.opened:  # which candidate read them cannot be told: each is said to have
-        runs = {name: dataclasses.replace(run, read_course=sorted(
-            str(p.relative_to(REPO)) for p in reads.opened)) for name, run in runs.items()}
     return measured_outside(runs, flags, writes)
 
 
 def not_read_by_a_graded_run():
     """Return the course's folders a graded run has no need to read: the steps (a lesson's
-    answer is the next step) and the tests (which build a take-home's solution); a file that
-    runs one, by whatever route, opens it."""
+    answer is the next step) and the tests (which build a take-home's solution). The graded
+    user is denied them (sandbox.GradedUser.denied): a file that runs one, by whatever route,
+    stops at its open."""
     return [REPO / folder for folder in FOLDERS.values()] + [REPO / "tests", REPO / "tests" / "helpers"]
 
 
@@ -923,12 +930,14 @@ def main():
     if path != args.file:
         print(say("grade.graded_instead", given=args.file, file=path), flush=True)
     checks = before_launch(path)
-    folder = Path(tempfile.mkdtemp(prefix=f"check-{args.what}-"))
+    no_root = sandbox.without_root()
+    folder = Path(tempfile.mkdtemp(prefix=f"check-{args.what}-",
+                                   dir=None if no_root else sandbox.enterable_temp()))
     # what the launches write in a temporary folder (torch's launcher's logs) goes in this one
     # too, removed with it at the end
     (folder / "tmp").mkdir()
     os.environ["TMPDIR"] = str(folder / "tmp")
-    no_root = sandbox.without_root()
+    tempfile.tempdir = str(folder / "tmp")  # this process's own (torch's caches), removed too
     if no_root:
         print(say("grade.as_grader", why=no_root), flush=True)
     else:
@@ -937,7 +946,7 @@ def main():
         (folder / "tmp").chmod(0o700)
     user = sandbox.AsGrader() if no_root else sandbox.GradedUser()
     try:
-        with running.stop_together(), user:
+        with running.stop_together(), user, user.denied(not_read_by_a_graded_run()):
             path_run = path
             if not no_root and not checks:
                 path_run = readable_copy(path, folder)

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 # inotify's events (linux/inotify.h)
-IN_OPEN, IN_CLOSE_WRITE, IN_MOVED_TO, IN_CREATE, IN_DELETE_SELF, IN_ISDIR = \
-    0x020, 0x008, 0x080, 0x100, 0x400, 0x40000000
+IN_CLOSE_WRITE, IN_MOVED_TO, IN_CREATE, IN_DELETE_SELF, IN_ISDIR = \
+    0x008, 0x080, 0x100, 0x400, 0x40000000
 IN_NONBLOCK = 0o4000
 EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
 METRICS = "metrics.json"
@@ -115,41 +115,6 @@ class Writes:
         if self.libc is None or self.lost:
             return None, None
         return self.metrics, max(self.model_folders, self.model_configs)
-
-
-class Reads(Writes):
-    """Note, from this process, the files opened in some folders while a run runs (the
-    course's steps and tests, which a graded file has no need to read: a file that runs a
-    step by any route opens it). Linux only: elsewhere none is noted."""
-
-    def __init__(self, folders, own=()):
-        super().__init__(Path("."))
-        self.folders = [Path(f) for f in folders if Path(f).is_dir()]
-        self.own = {Path(p).resolve() for p in own}  # the graded files themselves
-        self.opened = set()
-
-    def __enter__(self):
-        if self.libc is None:
-            return self
-        self.fd = self.libc.inotify_init1(IN_NONBLOCK)
-        self.by_watch = {self.watch(folder, IN_OPEN): folder for folder in self.folders}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.read_events, daemon=True)
-        self.thread.start()
-        return self
-
-    def take(self, data):
-        offset = 0
-        while offset < len(data):
-            wd, mask, _, length = EVENT.unpack_from(data, offset)
-            name = data[offset + EVENT.size: offset + EVENT.size + length].rstrip(b"\0").decode(
-                errors="replace")
-            offset += EVENT.size + length
-            folder = self.by_watch.get(wd)
-            if folder is not None and name and not mask & IN_ISDIR:
-                path = folder / name
-                if path.resolve() not in self.own:
-                    self.opened.add(path)
 
 
 class Evidence(NamedTuple):

@@ -70,7 +70,6 @@ class Run:
     # evidence.py's Evidence), for a graded run; None elsewhere
     outside: object = None
     folder: str | None = None  # the run's folder (its reports; its output in folder/output)
-    read_course: list | None = None  # the course's step or test files its launch opened
 
 
 

@@ -38,6 +38,59 @@ def without_root():
     return ""
 
 
+# a POSIX ACL as Linux keeps it in the extended attribute system.posix_acl_access
+# (linux/posix_acl_xattr.h): a version, then (tag, permissions, id) entries, sorted by tag
+ACL = "system.posix_acl_access"
+ACL_VERSION, USER_OBJ, USER, GROUP_OBJ, MASK, OTHER = 2, 0x01, 0x02, 0x04, 0x10, 0x20
+NO_ID = 0xFFFFFFFF
+
+
+def deny_in_acl(path, uid):
+    """Give uid no right on path in its ACL; return its ACL before (None: it had none)."""
+    import errno
+    import struct
+    try:
+        before = os.getxattr(path, ACL)
+    except OSError as error:
+        if error.errno != errno.ENODATA:
+            raise
+        before = None
+    if before:
+        entries = [struct.unpack_from("<HHI", before, 4 + 8 * i)
+                   for i in range((len(before) - 4) // 8)]
+    else:
+        mode = os.stat(path).st_mode
+        entries = [(USER_OBJ, (mode >> 6) & 7, NO_ID), (GROUP_OBJ, (mode >> 3) & 7, NO_ID),
+                   (OTHER, mode & 7, NO_ID)]
+    entries = [e for e in entries if not (e[0] == USER and e[2] == uid)] + [(USER, 0, uid)]
+    if not any(e[0] == MASK for e in entries):  # named entries need a mask: the group's rights
+        entries.append((MASK, next(e[1] for e in entries if e[0] == GROUP_OBJ), NO_ID))
+    entries.sort(key=lambda e: (e[0], e[2]))
+    os.setxattr(path, ACL, struct.pack("<I", ACL_VERSION) +
+                b"".join(struct.pack("<HHI", *e) for e in entries))
+    return before
+
+
+def restore_acl(path, before):
+    """Put path's ACL back as deny_in_acl found it."""
+    with contextlib.suppress(OSError):
+        if before is None:
+            os.removexattr(path, ACL)
+        else:
+            os.setxattr(path, ACL, before)
+
+
+def enterable_temp():
+    """Return a folder for a grading's runs that other users may enter (every folder above it
+    o+x): the temporary folder where it is one (TMPDIR), else /tmp, where the graded user must
+    reach its own folders."""
+    import tempfile
+    temp = Path(tempfile.gettempdir()).resolve()
+    if all(folder.stat().st_mode & 0o001 for folder in [temp, *temp.parents]):
+        return temp
+    return Path("/tmp")
+
+
 class GradedUser:
     """A user made for one grading (with-block): uid, gid, the Popen arguments that run a
     process as it, and the environment it sees."""
@@ -64,6 +117,24 @@ class GradedUser:
         with contextlib.suppress(KeyError):  # a distribution whose userdel leaves the group
             grp.getgrnam(self.name)
             subprocess.run(["groupdel", self.name], capture_output=True)
+
+    @contextlib.contextmanager
+    def denied(self, folders):
+        """Deny this user the folders (a POSIX ACL entry giving it no right: it cannot list,
+        enter or read them), for the with-block; every other user's rights stay as they were,
+        and each folder's ACL is put back as it was at the end. A folder whose file system
+        keeps no ACL is left open (its name is yielded in the list of those left open)."""
+        kept, left_open = [], []
+        try:
+            for folder in folders:
+                try:
+                    kept.append((folder, deny_in_acl(folder, self.uid)))
+                except OSError:
+                    left_open.append(folder)
+            yield left_open
+        finally:
+            for folder, before in kept:
+                restore_acl(folder, before)
 
     def popen(self):
         """Return Popen's keyword arguments that start a process as this user."""
@@ -110,9 +181,10 @@ class GradedUser:
         import psutil
         ended = 0
         for _ in range(20):  # a process may start another while the first kill is on its way
-            left = [p for p in psutil.process_iter(["uids"])
+            left = [p for p in psutil.process_iter(["uids", "status"])
                     if p.info["uids"] and self.uid in (p.info["uids"].real,
-                                                       p.info["uids"].effective)]
+                                                       p.info["uids"].effective)
+                    and p.info["status"] != psutil.STATUS_ZOMBIE]  # (ended: not running)
             if not left:
                 self.ended += ended
                 return ended
@@ -177,6 +249,9 @@ class AsGrader:
 
     def popen(self):
         return {}
+
+    def denied(self, folders):
+        return contextlib.nullcontext([])  # no user of its own to deny anything
 
     def scratch(self, folder):
         Path(folder).mkdir(parents=True, exist_ok=True)

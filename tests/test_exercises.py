@@ -27,24 +27,22 @@ from accelerate_course.lab_runs import run_scripts
 from conftest import REPO, STEPS, offline_env, run_command
 
 # the hint that must name each variant's mistake, and the score it gets (out of 5 for lesson
-# 2, 10 for lessons 3 and 4): 0 where a check the lesson exists for fails
+# 2, 10 for lessons 3 and 4) with partial credit: what its passing checks are worth
 EXPECTED = {
-    (2, "model_not_prepared"): ("the processes ended with different weights", 0),
+    (2, "model_not_prepared"): ("the processes ended with different weights", 2),
     (2, "scheduler_prepared"): ("the learning rate differs: at steps 16 and 30 it is 0.00e+00", 3),
-    (3, "no_gather"): ("the main process scored only its own share: 208 of the 408 pairs", 0),
+    (3, "no_gather"): ("the main process scored only its own share: 208 of the 408 pairs", 1),
     (3, "no_cut"): ("the main process scored 416 predictions for 408 pairs: the duplicated tail "
-                    "was counted", 0),
-    (3, "every_process_prints_and_writes"): ("2 processes wrote metrics.json", 0),
+                    "was counted", 1),
+    (3, "every_process_prints_and_writes"): ("2 processes wrote metrics.json", 3),
     (3, "labels_not_gathered"): ("Each process holds only its own share of the labels too", 0),
     (3, "no_end_training"): ("a process exited while still in the process group", 9),
     (3, "main_process_evaluates_alone"): ("a forward pass of the prepared model", 0),
-    (3, "main_process_evaluates_alone_unwrapped"): ("one process evaluated the whole split "
-                                                    "(408 pairs) and the others none", 0),
     (3, "prepared_model_saved"): ("'DistributedDataParallel' object has no attribute "
                                   "'save_pretrained'", 0),
     (3, "prepared_state_dict_saved"): ("the saved model reloads to other weights than the "
-                                       "trained ones", 0),
-    (3, "every_process_saves"): ("2 processes saved the model into the one folder", 0),
+                                       "trained ones", 3),
+    (3, "every_process_saves"): ("2 processes saved the model into the one folder", 3),
     (3, "load_state_without_wait"): ("read the saved state before the main process had "
                                      "finished writing it", 0),
     (4, "accelerator_without_cpu"): ("2 of 2 processes say they are 1 process of 1", 0),
@@ -53,7 +51,9 @@ EXPECTED = {
 }
 # computed the same here, on the CPU (loss.item() at every step costs only on a TPU: the XLA
 # lane measures it; no run on a CPU can tell it from the lesson)
-EQUIVALENT = {(2, "loss_backward"), (3, "gather_for_metrics"), (4, "loss_item_every_step")}
+EQUIVALENT = {(2, "loss_backward"), (3, "gather_for_metrics"), (4, "loss_item_every_step"),
+              # what step 3's page calls the same as the lesson: scored as the lesson is
+              (3, "main_process_evaluates_alone_unwrapped")}
 EXERCISE_HINTS = {
     2: "launched as 2 processes, your file stopped before it created an Accelerator",
     3: "the main process scored only its own share: 208 of the 408 pairs",
@@ -244,27 +244,32 @@ def test_a_crash_says_the_line_of_the_file(lab_runs):
 
 # cheats and crash-type mistakes of step 3 (tests/helpers/step3_mistakes.py), graded -----------
 
-CHEAT_HINTS = {
+# each cheat's failing check, its hint, and its score with partial credit (out of 10): what
+# its passing checks are worth; none as much as the lesson, and the crashes and the file that
+# does not train nothing. (copied_predictions reads another run's metrics.json in the lab's
+# shared launch; a graded run's folder holds no other run, and the reference's is not its to
+# read: there it writes 408 zeros and fails own_predictions too)
+CHEATS = {
     "hardcoded_cut": ("two_machines", "the main process scored 402 predictions; the split has "
-                                      "408 pairs"),
-    "local_main_writes": ("two_machines", "2 processes wrote metrics.json"),
-    "no_training_whole_split": ("trained", "no optimizer step was taken"),
-    "copied_predictions": ("own_share", "no process put the validation examples through the model"),
-    "tolist_before_gather": ("runs", "gather() was given something that is not a tensor"),
-    "fixed_predictions": ("two_machines", "of the predictions written differ from what the "
-                                          "model predicts for the split (408 pairs)"),
+                                      "408 pairs", 4),
+    "local_main_writes": ("two_machines", "metrics.json", 6),
+    "no_training_whole_split": ("trained", "no optimizer step was taken", 0),
+    "copied_predictions": ("two_machines", "Mismatch in the number of predictions", 6),
+    "tolist_before_gather": ("runs", "gather() was given something that is not a tensor", 0),
+    "fixed_predictions": ("own_predictions", "of the predictions written differ from what the "
+                                             "model predicts for the split (408 pairs)", 4),
 }
 
 
-@pytest.mark.parametrize("name", sorted(CHEAT_HINTS))
-def test_each_step3_cheat_and_crash_scores_no_more_than_the_untouched_exercise(lab_runs, name):
+@pytest.mark.parametrize("name", sorted(CHEATS))
+def test_each_step3_cheat_and_crash_scores_what_its_checks_allow(lab_runs, name):
     runs = lab_runs(3)
     checks = runs.graded[name]
     failed = {c.key: c.hint for c in checks if not c.passed}
-    key, hint = CHEAT_HINTS[name]
+    key, hint, score = CHEATS[name]
     print(f"\n{name}: {runs.score(name)} | " + " | ".join(f"FAIL {k}: {v}" for k, v in failed.items()))
     assert key in failed and hint in failed[key], failed
-    assert runs.score(name)[0] <= runs.score("exercise")[0] == 0
+    assert runs.score(name)[0] == score < runs.score("lesson")[0]
     # the hint explains without writing the answer
     assert not any(word in v for v in failed.values() for word in ANSWERS)
 

@@ -26,10 +26,10 @@ MISTAKES = {
     "losses_not_gathered": (applied(START, skip="sentence_losses"), "eval_loss",
                             "the mean over the 400 sentences of the split is"),
     "every_process_writes": (applied(START, writer=None), "one_writer",
-                             "2 processes wrote metrics.json"),
+                             "metrics.json was written 2 times; the model was saved 2 times"),
     # right on one machine only
     "local_main_writes": (applied(START, writer="is_local_main_process"), "two_machines",
-                          "2 processes wrote metrics.json"),
+                          "metrics.json was written 2 times"),
     # the tail of this setting (6) cut by hand: wrong where the tail is another
     "hardcoded_cut": (applied(START, gather="gather").replace(
         "torch.cat(sentence_predictions)", "torch.cat(sentence_predictions)[:-6]").replace(
@@ -91,13 +91,18 @@ def test_a_solution_built_at_test_time_scores_every_point(graded):
     assert score == (10, 10)
 
 
+# each mistake's score with partial credit (out of 10): what its passing checks are worth
+MISTAKE_SCORES = {"no_cut": 1, "losses_not_gathered": 5, "every_process_writes": 2,
+                  "local_main_writes": 7, "hardcoded_cut": 5, "labels_as_predictions": 3}
+
+
 @pytest.mark.parametrize("name", sorted(MISTAKES))
-def test_each_known_mistake_scores_no_more_than_the_untouched_script(graded, name):
+def test_each_known_mistake_has_its_partial_credit_and_its_hint(graded, name):
     _, key, hint = MISTAKES[name]
     checks, score = graded[name]
     failed = {c.key: c.hint for c in checks if not c.passed}
     assert key in failed and hint in failed[key], failed
-    assert score[0] <= graded["untouched"][1][0] == 0
+    assert score[0] == MISTAKE_SCORES[name] < graded["solution"][1][0]
 
 
 def solution_lines():
@@ -139,6 +144,10 @@ def test_the_task_reads_in_chinese_under_course_lang_zh_cn(monkeypatch):
     monkeypatch.setenv("COURSE_LANG", "zh-CN")
     lab = classroom.readme(grading, None, "v0")
     assert "## 你的任务" in lab and "简体中文" not in lab.splitlines()[2]
+    # the lab's own parts in the class's language too, and only the lab's commands
+    assert "## 你的副本，就在这个仓库里" in lab and "## 分数" in lab and "| 检查 | 分数 |" in lab
+    assert "make takehome" not in lab and "TASK=" not in lab
     monkeypatch.setenv("COURSE_LANG", "en")
     lab = classroom.readme(grading, None, "v0")
     assert "## Your task" in lab and "简体中文" not in lab
+    assert "make takehome" not in lab and "TASK=" not in lab and "<!--" not in lab
