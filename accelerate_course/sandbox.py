@@ -168,8 +168,11 @@ class GradedUser:
                  "for p in sys.argv[1:]:\n"
                  "    mode = os.R_OK | (os.X_OK if os.path.isdir(p) else 0)\n"
                  "    if not os.access(p, mode): print(p); break\n")
-        seen = subprocess.run([sys.executable, "-S", "-c", probe, *map(str, paths)],
-                              capture_output=True, text=True, cwd="/", **self.popen())
+        try:
+            seen = subprocess.run([sys.executable, "-S", "-c", probe, *map(str, paths)],
+                                  capture_output=True, text=True, cwd="/", **self.popen())
+        except OSError:  # the Python itself, or a folder above it, is not the user's to run
+            return Path(sys.executable)
         if seen.returncode:
             return Path(sys.executable)
         return Path(seen.stdout.strip()) if seen.stdout.strip() else None

@@ -63,6 +63,15 @@ def port_29500_taken():
     holder.close()
 
 
+def enterable_by_others(path):
+    """Let other users enter path and every folder above it (o+x), as they may enter a
+    runner's /home/runner/work, Gradescope's /autograder or a Colab runtime's /content: where
+    the tests run as root, the grader runs a graded file as a user of its own, who must read
+    the course and its Python (pytest makes its temporary folders for their owner alone)."""
+    for folder in [Path(path), *Path(path).parents]:
+        folder.chmod(folder.stat().st_mode | 0o001)
+
+
 def offline_env(**extra):
     """Return an environment in which the hub is unreachable at once (a closed local port), so
     no test waits for network retries, and in which nothing is set that a step or a launch

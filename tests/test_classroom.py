@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 from accelerate_course import check, classroom, published, running
-from conftest import REPO, STEPS, offline_env
+from conftest import REPO, STEPS, enterable_by_others, offline_env
 
 pytestmark = pytest.mark.skipif(os.environ.get("COURSE_CLASSROOM_TEST") != "1",
                                 reason="five real gradings: make test-classroom")
@@ -135,14 +135,6 @@ def grading_reporter(step, outputs):
             total += sum(test["score"] for test in result["tests"])
             maximum += result["max_score"]
     return total, maximum
-
-
-def enterable_by_others(path):
-    """Let other users enter path and every folder above it (o+x), as they may enter a
-    runner's /home/runner/work or Gradescope's /autograder: the graded file's own user must
-    read the course (pytest makes its temporary folders for root alone)."""
-    for folder in [Path(path), *Path(path).parents]:
-        folder.chmod(folder.stat().st_mode | 0o001)
 
 
 def autograde(tmp_path, student_repository, name):

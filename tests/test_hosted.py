@@ -23,7 +23,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from accelerate_course.maintain import build_notebook
-from conftest import REPO
+from conftest import REPO, enterable_by_others
 
 pytestmark = [pytest.mark.runs,
               pytest.mark.skipif(os.environ.get("COURSE_HOSTED_TEST") != "1",
@@ -37,6 +37,7 @@ def runtime(tmp_path_factory):
     fresh-runtime (JUPYTER_PATH points at it): one for each test, as each student's runtime
     starts without what another installed."""
     folder = tmp_path_factory.mktemp("runtime")
+    enterable_by_others(folder)  # a runtime's Python, readable by every user as on Colab
     venv = folder / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -85,6 +86,7 @@ def opened(path, tmp_path, replace):
             cell.metadata.pop("execution", None)
     folder = tmp_path / "alone"
     folder.mkdir()
+    enterable_by_others(folder)  # the course it clones, readable by the grader's own user
     nbformat.write(notebook, folder / path.name)
     return nbformat.read(folder / path.name, as_version=4), folder
 
