@@ -27,6 +27,15 @@ from pathlib import Path
 KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "COURSE_LANG", "TERM", "PYTHONPATH")
 
 
+def running(process):
+    """Whether a process still runs (ended, or a zombie not yet reaped: not running)."""
+    import psutil
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def without_root():
     """Return why graded runs cannot run as a user of their own here ("" when they can)."""
     if not hasattr(os, "geteuid"):
@@ -195,8 +204,11 @@ class GradedUser:
             subprocess.run([sys.executable, "-S", "-c",
                             f"import os; os.kill(-1, {int(signal.SIGKILL)})"],
                            cwd="/", **self.popen())
-            psutil.wait_procs(left, timeout=2)
-            time.sleep(0.05)
+            # until each has ended: a killed process whose parent is gone stays a zombie until
+            # init reaps it (psutil.wait_procs would wait its whole timeout for that)
+            until = time.monotonic() + 2
+            while time.monotonic() < until and any(running(p) for p in left):
+                time.sleep(0.02)
         self.ended += ended
         return ended
 

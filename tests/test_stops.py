@@ -48,7 +48,13 @@ def stop_mid_run(command, ready, sig, to_group, **env):
         seen.setdefault(member.pid, member)
     (os.killpg if to_group else os.kill)(process.pid, sig)
     process.wait(timeout=120)
+    # a process the command started may still be ending its own work a moment after the
+    # command itself has ended (the grader ends its graded user's processes and removes the
+    # user: about 0.5 s, more on a loaded machine): what is still there after 10 s is left
+    until = time.monotonic() + 10
     time.sleep(1)
+    while time.monotonic() < until and any(still_there(p) for p in seen.values()):
+        time.sleep(0.2)
     output = log.read_text(errors="replace")
     log.unlink()
     left = [p for p in seen.values() if still_there(p)]
