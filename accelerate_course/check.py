@@ -177,7 +177,13 @@ def metric_problem(grading, run):
     differ = sum(a != b for a, b in zip(written, run.alone_predictions))
     if differ:
         return say("hint.not_its_predictions", differ=differ, split=items(grading, pairs))
-    accuracy, f1 = accuracy_and_f1(written, run.alone_labels)
+    return written_metric_problem(run)
+
+
+def written_metric_problem(run):
+    """Return why the accuracy and F1 a run wrote are not those of the predictions it wrote,
+    against the split's labels (a hint), or "" when they are."""
+    accuracy, f1 = accuracy_and_f1(run.predictions, run.alone_labels)
     for name, value, expected in (("accuracy", run.written_accuracy, accuracy),
                                   ("F1", run.written_f1, f1)):
         if value is not None and abs(value - expected) > METRIC_TOLERANCE:
@@ -376,15 +382,7 @@ def whole_split_problem(grading, run, seen):
     if len(written) != pairs:
         return scored_problem(grading, run) or say("hint.predictions_for", count=len(written),
                                                    split=items(grading, pairs))
-    accuracy, f1 = accuracy_and_f1(written, seen.alone_labels)
-    for name, value, expected in (("accuracy", seen.written_accuracy, accuracy),
-                                  ("F1", seen.written_f1, f1)):
-        if value is not None and abs(value - expected) > METRIC_TOLERANCE:
-            return say("hint.metric_not_from_predictions", metric=name, written=f"{value:.4f}",
-                       expected=f"{expected:.4f}")
-    if seen.written_accuracy is None:
-        return say("hint.no_accuracy_written")
-    return ""
+    return written_metric_problem(seen)
 
 
 def writes_problem(run):

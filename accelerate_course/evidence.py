@@ -152,17 +152,21 @@ def read_written(output):
 
 def evaluate_alone(model, loader):
     """Return (predictions, labels, mean of each example's own loss) of model on loader, in
-    this process alone, in eval mode."""
+    this process alone, in eval mode (its mode put back after), on the model's device."""
     import torch
+    was_training = model.training
     model.eval()
+    device = next(model.parameters()).device
     predictions, labels, losses = [], [], []
     with torch.no_grad():
         for batch in loader:
+            batch = {k: v.to(device) for k, v in batch.items()}
             logits = model(**batch).logits
             predictions += logits.argmax(dim=-1).tolist()
             labels += batch["labels"].tolist()
             losses.append(torch.nn.functional.cross_entropy(logits.float(), batch["labels"],
                                                             reduction="none"))
+    model.train(was_training)
     return predictions, labels, torch.cat(losses).double().mean().item()
 
 

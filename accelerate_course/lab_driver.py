@@ -35,6 +35,7 @@ from accelerate import PartialState
 from accelerate.state import AcceleratorState, GradientState
 from transformers import AutoModelForSequenceClassification
 
+from accelerate_course import evidence
 from accelerate_course.measuring import fingerprint
 
 RANK = lambda: os.environ.get("RANK", "0")  # noqa: E731 (read when asked: launchers set it)
@@ -100,20 +101,7 @@ def evaluate_alone(model, args):
             tokenizer = load_tokenizer(model.name_or_path)
             raw = load_splits(args.dataset)
         REFERENCE_LOADERS[key] = get_dataloaders(raw, tokenizer, args)[1]
-    loader = REFERENCE_LOADERS[key]
-    was_training = model.training
-    model.eval()
-    predictions, labels, losses = [], [], []
-    with torch.no_grad():
-        for batch in loader:
-            batch = {k: v.to(next(model.parameters()).device) for k, v in batch.items()}
-            logits = model(**batch).logits
-            predictions += logits.argmax(dim=-1).tolist()
-            labels += batch["labels"].tolist()
-            losses.append(torch.nn.functional.cross_entropy(logits.float(), batch["labels"],
-                                                            reduction="none"))
-    model.train(was_training)
-    return predictions, labels, torch.cat(losses).double().mean().item()
+    return evidence.evaluate_alone(model, REFERENCE_LOADERS[key])
 
 
 def report_process(record, args, again_alone):
