@@ -530,10 +530,23 @@ def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT, user
     flags = grading.task.flags if grading.task else lab_runs.SHORT_RUN
     unseen_flags = grading.task.unseen_flags if grading.task else UNSEEN_FLAGS
     needed = {
-        2: {ONE_PROCESS: lambda: lab_runs.run_batches([one_process_batch(candidates, folder)],
-                                                      time_limit)[0],
-            TWO_PROCESSES: lambda: lab_runs.run_scripts(
-                2, {REFERENCE: reference, **candidates}, folder / "two", time_limit=time_limit)},
+        # each set: the candidates in a launch of their own, as `user`, then the course's
+        # references in one of theirs, in a folder the user cannot read
+        2: {ONE_PROCESS: lambda: reference_after(
+                graded_launch(candidates, folder / "one", None, user,
+                              lambda popen: lab_runs.run_batches(
+                                  [one_process_batch(candidates, folder / "one")], time_limit,
+                                  popen)[0]),
+                lambda: lab_runs.run_batches([one_process_batch(
+                    {"step1": STEP_FILE[1]}, folder / "reference" / "one")], time_limit)[0]),
+            TWO_PROCESSES: lambda: reference_after(
+                graded_launch(candidates, folder / "two", None, user,
+                              lambda popen: lab_runs.run_scripts(
+                                  2, candidates, folder / "two", time_limit=time_limit,
+                                  popen=popen)),
+                lambda: lab_runs.run_scripts(2, {REFERENCE: reference},
+                                             folder / "reference" / "two",
+                                             time_limit=time_limit))},
         # the candidates in a launch of their own, before the reference's: a collective only
         # some of their processes join ends their launch (the others leave), instead of
         # meeting the reference's collectives
@@ -548,11 +561,14 @@ def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT, user
                 candidates, folder / "unseen", unseen_flags, user,
                 lambda popen: lab_runs.run_on_two_machines(
                     3, candidates, folder / "unseen", unseen_flags, time_limit, popen=popen))},
-        4: {TWO_PROCESSES: lambda: lab_runs.run_scripts(
-                4, candidates, folder / "two", step4_flags(folder), time_limit=time_limit),
+        4: {TWO_PROCESSES: lambda: graded_launch(
+                candidates, folder / "two", None, user,
+                lambda popen: lab_runs.run_scripts(
+                    4, candidates, folder / "two", step4_flags(folder), time_limit=time_limit,
+                    popen=popen)),
             STEP3_REFERENCE: lambda: lab_runs.run_scripts(
-                3, {REFERENCE: STEP_FILE[3]}, folder / "step3", step4_flags(folder),
-                time_limit=time_limit)},
+                3, {REFERENCE: STEP_FILE[3]}, folder / "reference" / "step3",
+                step4_flags(folder), time_limit=time_limit)},
     }[grading.lesson]
     runs = {}
     for name, run in needed.items():
@@ -578,10 +594,11 @@ def measured_outside(runs, flags, writes=None):
 
 
 def graded_launch(candidates, batch_folder, flags, user, launch):
-    """Run the candidates' launch (launch(popen): lab_runs.run_scripts or run_on_two_machines
-    with Popen's extra arguments), as `user` where given (its folders its own), each run's
-    writes counted from outside while it runs; then end every process the launch left (the
-    user's) and return the runs measured from outside."""
+    """Run the candidates' launch (launch(popen): a lab_runs launch with Popen's extra
+    arguments), as `user` where given (its folders its own); then end every process the
+    launch left (the user's) and return its runs. flags: the runs' settings, when they are
+    measured from outside (lesson 3: each run's writes counted while it runs, then what it
+    left measured); None: the runs as their processes reported them (lessons 2 and 4)."""
     batch_folder = Path(batch_folder)
     batch_folder.mkdir(parents=True, exist_ok=True)
     batch_folder.chmod(0o755)  # readable by the graded user: its batch.json, not writable
@@ -592,7 +609,8 @@ def graded_launch(candidates, batch_folder, flags, user, launch):
             user.scratch(batch_folder / name / "output")
         scratch = user.scratch(batch_folder / "scratch")
         popen = dict(user.popen(), environment=lambda env: user.environment(env, scratch))
-    writes = {name: evidence.Writes(batch_folder / name / "output") for name in candidates}
+    writes = {name: evidence.Writes(batch_folder / name / "output")
+              for name in candidates} if flags is not None else {}
     with contextlib.ExitStack() as watching:
         for watch in writes.values():
             watching.enter_context(watch)
@@ -601,7 +619,7 @@ def graded_launch(candidates, batch_folder, flags, user, launch):
         finally:
             if user is not None:
                 user.end_processes()
-    return measured_outside(runs, flags, writes)
+    return runs if flags is None else measured_outside(runs, flags, writes)
 
 
 def not_read_by_a_graded_run():
@@ -612,10 +630,10 @@ def not_read_by_a_graded_run():
     return [REPO / folder for folder in FOLDERS.values()] + [REPO / "tests", REPO / "tests" / "helpers"]
 
 
-def one_process_batch(candidates, folder):
-    """Return the launch of lesson 2's ONE_PROCESS set, ready to run (lab_runs.LabBatch): step 1
-    and the candidates on 1 process, with PREDICTING_RUN's flags."""
-    return lab_runs.lab_batch(2, {"step1": STEP_FILE[1], **candidates}, Path(folder) / "one",
+def one_process_batch(scripts, folder):
+    """Return a launch of lesson 2's ONE_PROCESS set, ready to run (lab_runs.LabBatch): the
+    scripts (the candidates, or step 1) on 1 process, with PREDICTING_RUN's flags."""
+    return lab_runs.lab_batch(2, scripts, Path(folder),
                               PREDICTING_RUN, processes=1, launcher="accelerate",
                               evaluate_alone=True)
 
@@ -646,8 +664,9 @@ def grade(grading, name, runs):
     if grading.lesson > 2 and runs[TWO_PROCESSES][name].error:
         return stopped(runs[TWO_PROCESSES][name])  # its own line, before any comparison
     if grading.lesson == 2:
+        # no reference run where every candidate stopped (reference_after): none is read
         return grade_lesson2(grading, runs[ONE_PROCESS][name], runs[TWO_PROCESSES][name],
-                             runs[ONE_PROCESS]["step1"], runs[TWO_PROCESSES][REFERENCE])
+                             runs[ONE_PROCESS].get("step1"), runs[TWO_PROCESSES].get(REFERENCE))
     if grading.lesson == 3:
         return grade_lesson3(grading, runs[TWO_PROCESSES][name], runs[TWO_PROCESSES][REFERENCE],
                              runs.get(TWO_MACHINES, {}).get(name))

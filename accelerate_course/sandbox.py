@@ -15,6 +15,7 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -100,6 +101,15 @@ def enterable_temp():
     return Path("/tmp")
 
 
+def closed_to_others(path):
+    """Return the first folder on the way to path that other users may not enter (a user with
+    no group but its own passes by the "other" bits), else path itself."""
+    for folder in [*reversed(path.parents), path]:
+        if folder.is_dir() and not folder.stat().st_mode & stat.S_IXOTH:
+            return folder
+    return path
+
+
 class GradedUser:
     """A user made for one grading (with-block): uid, gid, the Popen arguments that run a
     process as it, and the environment it sees."""
@@ -181,9 +191,9 @@ class GradedUser:
             seen = subprocess.run([sys.executable, "-S", "-c", probe, *map(str, paths)],
                                   capture_output=True, text=True, cwd="/", **self.popen())
         except OSError:  # the Python itself, or a folder above it, is not the user's to run
-            return Path(sys.executable)
+            return closed_to_others(Path(sys.executable).resolve())
         if seen.returncode:
-            return Path(sys.executable)
+            return closed_to_others(Path(sys.executable).resolve())
         return Path(seen.stdout.strip()) if seen.stdout.strip() else None
 
     def end_processes(self):

@@ -7,12 +7,13 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
-from accelerate_course import sandbox
-from conftest import REPO
+from accelerate_course import check, sandbox
+from conftest import REPO, STEPS
 
 pytestmark = [pytest.mark.runs,
               pytest.mark.skipif(bool(sandbox.without_root()),
@@ -68,3 +69,32 @@ def test_every_process_of_the_graded_user_ends_whatever_its_environment_or_sessi
         assert len(left) == 2
         assert user.end_processes() == 2
     assert not [p for p in psutil.process_iter(["cmdline"]) if token in (p.info["cmdline"] or [])]
+
+
+@pytest.mark.parametrize("lesson", [2, 4])
+def test_every_run_of_the_graded_file_runs_as_the_graded_user_and_no_reference_does(tmp_path,
+                                                                                   lesson):
+    # lessons 2 and 4 as lesson 3: the file's runs in launches of their own, as the graded
+    # user; the course's references after them, as the grader, in a folder the user cannot
+    # read. Who ran each run is who wrote its metrics.json (the file's owner, seen from here).
+    for folder in tmp_path.parents:
+        folder.chmod(folder.stat().st_mode | 0o001)
+    tmp_path.chmod(0o711)
+    (tmp_path / "reference").mkdir(mode=0o700)
+    (tmp_path / "graded").mkdir(mode=0o755)
+    copy = tmp_path / "graded" / "train.py"
+    copy.write_text(STEPS[lesson].read_text())
+    copy.chmod(0o644)
+    grading = check.grading_of(str(lesson))
+    with sandbox.GradedUser() as user, user.denied(check.not_read_by_a_graded_run()):
+        runs = check.runs_for(grading, {"yours": copy}, tmp_path, user=user)
+        graded_uid = user.uid
+    writer = {(name, run_name): (Path(run.folder) / "output" / "metrics.json").stat().st_uid
+              for name, runs_ in runs.items() for run_name, run in runs_.items()}
+    print(f"\nmetrics.json written by uid: {writer}")
+    assert writer == {key: graded_uid if key[1] == "yours" else 0 for key in writer}
+    assert {key[1] for key in writer} == {"yours", "step1" if lesson == 2 else check.REFERENCE} \
+        | ({check.REFERENCE} if lesson == 2 else set())
+    assert all(Path(runs_[name].folder).is_relative_to(tmp_path / "reference")
+               for runs_ in runs.values() for name in runs_ if name != "yours")
+    assert all(c.passed for c in check.grade(grading, "yours", runs))

@@ -110,7 +110,8 @@ class StepRuns:
             return []
         return [lab_runs.lab_batch(2, self.one_process_scripts, self.folder / "one",
                                    processes=1, launcher="accelerate"),
-                check.one_process_batch(self.candidates, self.folder / "graded")]
+                check.one_process_batch({"step1": TRAIN_PY[1], **self.candidates},
+                                        self.folder / "graded" / "one")]
 
     @made_once
     def _what_if(self):
