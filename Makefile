@@ -16,7 +16,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 
 .PHONY: course test test-unit lesson what-if exercise takehome check install clean \
-	student-template gradescope test-classroom test-forgery test-hosted benchmark notebook readme xla-lane verify-embedded gpu-check gpu-bundle
+	student-template gradescope private-copy test-classroom test-forgery test-hosted benchmark notebook readme xla-lane verify-embedded gpu-check gpu-bundle
 
 # the pinned packages, torch built for this machine (TORCH=cpu, cuda, cu126, cu129, cu130 or
 # cu132 to choose), and the course itself (common/ and accelerate_course/, editable): one line says
@@ -99,6 +99,12 @@ student-template: install
 gradescope: install
 	$(LAB_GIVEN)
 	$(BIN)/python -m accelerate_course.classroom gradescope $(GRADED) $(OUT) $(CORE_GATE_FLAG) $(ARGS)
+
+# a take-home that counts: the teacher's private copy of the course, with a new task, its
+# solution and its tests (docs/teaching.md): make private-copy OUT=../course-private
+# REPOSITORY=https://github.com/<owner>/<private-course> TASK=<new task>
+private-copy: install
+	$(BIN)/python -m accelerate_course.private_copy $(OUT) $(if $(REPOSITORY),--repository $(REPOSITORY)) $(if $(TASK),--task $(TASK)) $(ARGS)
 
 # ---- for the course's maintainers: accelerate_course/maintain/ ------------------------------
 

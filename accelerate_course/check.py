@@ -626,8 +626,11 @@ def not_read_by_a_graded_run():
     """Return the course's folders a graded run has no need to read: the steps (a lesson's
     answer is the next step) and the tests (which build a take-home's solution). The graded
     user is denied them (sandbox.GradedUser.denied): a file that runs one, by whatever route,
-    stops at its open."""
-    return [REPO / folder for folder in FOLDERS.values()] + [REPO / "tests", REPO / "tests" / "helpers"]
+    stops at its open. In a teacher's private copy, the take-home tasks' solutions too
+    (accelerate_course/private_copy.py)."""
+    return [REPO / folder for folder in FOLDERS.values()] + [
+        REPO / "tests", REPO / "tests" / "helpers",
+        *([REPO / "solutions"] if (REPO / "solutions").is_dir() else [])]
 
 
 def one_process_batch(scripts, folder):

@@ -229,9 +229,24 @@ def copy_tree(source, target):
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
+def public_loop(grading):
+    """End the command in one line where a task's starting script is another task's loop: a
+    practice task's answer is public (the course's tests build it), so a copy of its loop
+    graded under another name has a public answer too (make private-copy starts a task so)."""
+    if not grading.task:
+        return
+    for other in takehome.tasks().values():
+        if other.name != grading.task.name and other.start.read_bytes() == \
+                grading.task.start.read_bytes():
+            sys.exit(f"error: takehome/{grading.task.name}/train.py is the loop of "
+                     f"takehome/{other.name}/, whose answer is public: change the loop (and "
+                     f"its solution) before a class is graded on it (docs/teaching.md)")
+
+
 def template(grading, out, repository=None, tag=None, core_gate=False):
     """Write the students' repository for a lab into out; return its files."""
-    repository, tag = repository or published.named_repository(), tag or published.version_tag()
+    repository, tag = repository or published.grader_repository(), tag or published.grader_tag()
+    public_loop(grading)
     if not repository:
         sys.exit("error: the lab grades with the teacher's copy of the course, and it has no "
                  "address yet: publish it (docs/publishing.md) and set repository in "
@@ -308,7 +323,10 @@ def committed_files(source=REPO):
 def gradescope(grading, out, time_limit=600, core_gate=False):
     """Write Gradescope's autograder for a lesson or a task into out (and out/autograder.zip);
     return (the zip's path, the uncommitted changes left out)."""
+    public_loop(grading)
     files, changed = committed_files()
+    # a private copy's solutions stay out: the grader needs none, and its user may read none
+    files = {name: data for name, data in files.items() if not name.startswith("solutions/")}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     setup = render("gradescope/setup.sh", torch=install.pinned_torch())

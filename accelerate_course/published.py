@@ -29,6 +29,19 @@ def version_tag():
     return f"v{project()['project']['version']}"
 
 
+def grader_repository():
+    """Return where a graded lab clones its grader from: a teacher's private copy's own
+    repository (pyproject.toml's grader-repository, written by make private-copy), else the
+    course's."""
+    return project()["tool"]["accelerate-course"].get("grader-repository") or named_repository()
+
+
+def grader_tag():
+    """Return the tag a graded lab clones its grader at: the private copy's (grader-tag), else
+    this version's."""
+    return project()["tool"]["accelerate-course"].get("grader-tag") or version_tag()
+
+
 def course_source():
     """Return where a notebook opened without the course installs it from: the repository at
     this version's tag ('' while pyproject.toml names no repository)."""
