@@ -56,7 +56,7 @@ PREREQUISITE, CORE, FURTHER = "prerequisite", "core", "further"
 # (accelerate_course/evidence.py). Lessons 2 and 4 are measured from inside alone
 REPORTED_FROM_INSIDE = {"one_group", "trained", "one_printer", "left_group"}
 MEASURED_FROM_OUTSIDE = {"whole_split", "own_predictions", "eval_loss", "one_writer",
-                         "two_machines"}
+                         "two_machines", "resumes"}
 
 
 def from_outside(grading, key):
@@ -396,11 +396,12 @@ def writes_problem(run):
                    say("hint.model_saves", n=saves) if saves != 1 else ""])
 
 
-def grade_lesson3(grading, run, reference, unseen):
+def grade_lesson3(grading, run, reference, unseen, resumed=None):
     """run: the candidate on 2 processes, beside the reference (the loop before the lesson:
     step 2, or a task's starting script) in the same setting; unseen: the candidate on 2
-    machines of 1 process with other evaluation batches (None when it was not run). What
-    the points rest on was measured from outside the runs (run.outside)."""
+    machines of 1 process with other evaluation batches (None when it was not run); resumed:
+    for a task with a resume, the candidate going on from the state `run` saved. What the
+    points rest on was measured from outside the runs (run.outside)."""
     if run.error:
         return stopped(run)
     seen = seen_from_outside(run)
@@ -439,7 +440,32 @@ def grade_lesson3(grading, run, reference, unseen):
     ]
     if unseen is not None:
         checks.append(two_machines_check(grading, unseen))
+    if "resumes" in grading.points:
+        problem = resume_problem(run, resumed)
+        checks.append(check("resumes", not problem, problem))
     return checks
+
+
+def resume_problem(run, resumed):
+    """Return why the run resumed from the state `run` saved did not repeat it (a hint), or
+    "": it trained only the steps left (as its processes report), and the weights it saved
+    are those `run` saved, tensor for tensor (read by the grader from both weights files,
+    whether or not they load into the model)."""
+    state = Path(run.folder) / "output" / "state"
+    held = ", ".join(sorted(p.name for p in state.iterdir())) if state.is_dir() and \
+        not state.is_symlink() else ""
+    if resumed is None or not held:
+        return say("hint.no_state")
+    if resumed.error:
+        return say("hint.resume_stopped", error=stopped(resumed)[0].hint)
+    steps = len(resumed.learning_rates)
+    if not 0 < steps < len(run.learning_rates):
+        return say("hint.resume_restarted", steps=steps, total=len(run.learning_rates))
+    if run.outside.saved_tensors is None or resumed.outside.saved_tensors is None:
+        return say("hint.resume_no_weights")
+    if run.outside.saved_tensors != resumed.outside.saved_tensors:
+        return say("hint.resume_differs", held=held)
+    return ""
 
 
 def unseen_predictions_problem(grading, unseen):
@@ -504,6 +530,7 @@ ONE_PROCESS = "1 process"  # lesson 2: step 1 and the candidates on 1 process
 TWO_PROCESSES = "2 processes"  # the candidates and the reference, each launch of 2 processes
 TWO_MACHINES = "2 machines"  # lesson 3: the candidates in the setting no exercise shows
 STEP3_REFERENCE = "step 3 without dropout"  # lesson 4: what it must equal
+RESUMED = "resumed"  # a task with a resume: the candidates going on from the state they saved
 REFERENCE = "reference"  # the name of the reference run in a set
 
 
@@ -529,6 +556,7 @@ def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT, user
     reference = reference_script(grading)
     flags = grading.task.flags if grading.task else lab_runs.SHORT_RUN
     unseen_flags = grading.task.unseen_flags if grading.task else UNSEEN_FLAGS
+    state_flags = grading.task.state_flags if grading.task else []
     needed = {
         # each set: the candidates in a launch of their own, as `user`, then the course's
         # references in one of theirs, in a folder the user cannot read
@@ -553,10 +581,20 @@ def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT, user
         3: {TWO_PROCESSES: lambda: reference_after(
                 graded_launch(candidates, folder / "yours", flags, user,
                               lambda popen: lab_runs.run_scripts(
-                                  3, candidates, folder / "yours", flags, time_limit=time_limit,
-                                  popen=popen)),
+                                  3, {name: (path, {}, [*flags, *state_flags])
+                                      for name, path in candidates.items()},
+                                  folder / "yours", flags, time_limit=time_limit, popen=popen)),
                 lambda: lab_runs.run_scripts(3, {REFERENCE: reference}, folder / "reference",
                                              flags, time_limit=time_limit)),
+            # a task with a resume: a new launch goes on from the state each candidate saved
+            **({RESUMED: lambda: graded_launch(
+                candidates, folder / "resumed", flags, user,
+                lambda popen: lab_runs.run_scripts(
+                    3, {name: (path, {}, [*flags, *grading.task.resume_flags,
+                                          str(folder / "yours" / name / "output" / "state")])
+                        for name, path in candidates.items()},
+                    folder / "resumed", flags, time_limit=time_limit, popen=popen))}
+               if state_flags else {}),
             TWO_MACHINES: lambda: graded_launch(
                 candidates, folder / "unseen", unseen_flags, user,
                 lambda popen: lab_runs.run_on_two_machines(
@@ -576,7 +614,7 @@ def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT, user
         if grading.lesson > 2 and every_run_stopped(runs[TWO_PROCESSES], candidates):
             break  # lessons 3 and 4 grade a stopped run by its own line: nothing to compare
     if grading.lesson == 3:  # sets made elsewhere: their candidates measured from outside too
-        settings = {TWO_PROCESSES: flags, TWO_MACHINES: unseen_flags}
+        settings = {TWO_PROCESSES: flags, TWO_MACHINES: unseen_flags, RESUMED: flags}
         for name in set(made) & set(runs):
             runs[name] = {**runs[name], **measured_outside(
                 {c: run for c, run in runs[name].items() if c in candidates}, settings[name])}
@@ -672,7 +710,7 @@ def grade(grading, name, runs):
                              runs[ONE_PROCESS].get("step1"), runs[TWO_PROCESSES].get(REFERENCE))
     if grading.lesson == 3:
         return grade_lesson3(grading, runs[TWO_PROCESSES][name], runs[TWO_PROCESSES][REFERENCE],
-                             runs.get(TWO_MACHINES, {}).get(name))
+                             runs.get(TWO_MACHINES, {}).get(name), runs.get(RESUMED, {}).get(name))
     return grade_lesson4(grading, runs[TWO_PROCESSES][name], runs[STEP3_REFERENCE][REFERENCE])
 
 

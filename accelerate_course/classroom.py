@@ -236,8 +236,8 @@ def public_loop(grading):
     if not grading.task:
         return
     for other in takehome.tasks().values():
-        if other.name != grading.task.name and other.start.read_bytes() == \
-                grading.task.start.read_bytes():
+        if other.name != grading.task.name and other.answer == "public" and \
+                other.start.read_bytes() == grading.task.start.read_bytes():
             sys.exit(f"error: takehome/{grading.task.name}/train.py is the loop of "
                      f"takehome/{other.name}/, whose answer is public: change the loop (and "
                      f"its solution) before a class is graded on it (docs/teaching.md)")

@@ -128,6 +128,9 @@ class Evidence(NamedTuple):
     model_problem: str  # "" or why its model could not be loaded ("no <output-dir>/model", ...)
     metrics_writes: int | None  # metrics.json writes counted while it ran (None: not counted)
     model_saves: int | None  # model saves counted while it ran (None: not counted)
+    # the tensors of the weights file it saved, read as they are (a `module.` that a wrapper's
+    # state_dict put in front of each name left out), hashed; None: none could be read
+    saved_tensors: str | None = None
 
 
 def links_in(folder):
@@ -220,4 +223,34 @@ def measured(output, flags, writes=(None, None)):
             logging.set_verbosity(verbosity)
             logging.enable_progress_bar()
     return Evidence(written, written_problem, predictions, labels, loss, weights, model_problem,
-                    *writes)
+                    *writes, saved_tensors=None if links_in(output) else saved_tensors(folder))
+
+
+def saved_tensors(folder):
+    """Return a hash of the tensors in a saved model's weights file (model.safetensors, else
+    pytorch_model.bin), by name, a leading `module.` left out: equal weights, equal hash,
+    whether or not the file loads into the model; None where there is no file to read."""
+    import hashlib
+
+    import torch
+    folder = Path(folder)
+    try:
+        if (folder / "model.safetensors").is_file():
+            from safetensors.torch import load_file
+            tensors = load_file(folder / "model.safetensors")
+        elif (folder / "pytorch_model.bin").is_file():
+            tensors = torch.load(folder / "pytorch_model.bin", weights_only=True,
+                                 map_location="cpu")
+        else:
+            return None
+    except Exception:  # noqa: BLE001 (a file that does not read: nothing to compare)
+        return None
+    if not isinstance(tensors, dict):
+        return None
+    digest = hashlib.sha1()
+    for name in sorted(tensors, key=lambda n: n.removeprefix("module.")):
+        tensor = tensors[name]
+        if isinstance(tensor, torch.Tensor):
+            digest.update(name.removeprefix("module.").encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:12]

@@ -6,10 +6,11 @@ tests where no student's clone reaches (docs/teaching.md).
      TASK=<name>)
 
 It clones the course (its last commit, with its history) into OUT, and adds:
-- takehome/<name>/: the new task, to edit, starting as a copy of a practice task (--start,
-  default the first one): its starting script, task.toml and README;
-- solutions/<name>/train.py: its solution, the practice task's with lesson 3 applied, to edit
-  with the task; the graded user is denied solutions/ (check.not_read_by_a_graded_run), and
+- takehome/<name>/: the new task, to edit, starting as a copy of a task (--start, default
+  the practice task): its starting script, task.toml and README;
+- solutions/<name>/train.py: its solution (from a practice task, whose answer is public:
+  lesson 3 applied, to edit with the task; from any other, the starting script, to solve);
+  the graded user is denied solutions/ (check.not_read_by_a_graded_run), and
   neither a lab's grader clone nor Gradescope's zip holds it;
 - tests/test_solutions.py: each task with a solution, graded: the solution scores every
   point, the starting script fewer;
@@ -64,25 +65,30 @@ def checked(out, repository, task, start):
         refused(f"give the new task a folder's name, lowercase letters, digits and dashes "
                 f"(TASK=my-losses), not '{task}'")
     if task in takehome.tasks():
-        refused(f"takehome/{task}/ is a practice task of the course already; name the new "
+        refused(f"takehome/{task}/ is a take-home task of the course already; name the new "
                 f"task otherwise")
     if start not in takehome.tasks():
         refused(f"there is no take-home task '{start}' to start from; the tasks are "
                 f"{', '.join(takehome.tasks())}")
 
 
-def solution_of(out, task):
-    """Write solutions/<task>/train.py in the copy: the task's starting script with lesson 3
-    applied by the course's own program for it (tests/helpers/lesson_applied.py, run in the
-    copy)."""
+def solution_of(out, task, start):
+    """Write solutions/<task>/train.py in the copy; return True if it is a solution. A
+    practice task's answer is public (its task.toml's answer): the starting script with
+    lesson 3 applied by the course's own program for it (tests/helpers/lesson_applied.py, run
+    in the copy). Any other task's answer is in no public file: the starting script, for the
+    teacher to solve (tests/test_solutions.py fails on it until then)."""
     target = out / SOLUTIONS / task / "train.py"
     target.parent.mkdir(parents=True)
+    if takehome.tasks()[start].answer != "public":
+        shutil.copy(out / "takehome" / task / "train.py", target)
+        return False
     apply = ("import sys; sys.path.insert(0, 'tests/helpers')\n"
              "from pathlib import Path\nfrom lesson_applied import applied\n"
              "Path(sys.argv[2]).write_text(applied(Path(sys.argv[1]).read_text()))\n")
     subprocess.run([sys.executable, "-c", apply, f"takehome/{task}/train.py",
                     str(target.relative_to(out))], cwd=out, check=True)
-    return target
+    return True
 
 
 def with_grader(pyproject, repository, tag):
@@ -105,7 +111,7 @@ def private_copy(out, repository, task, start):
     if published.named_repository():
         git("remote", "add", "public", published.named_repository(), cwd=out)
     shutil.copytree(out / "takehome" / start, out / "takehome" / task)
-    solution_of(out, task)
+    solved = solution_of(out, task, start)
     shutil.copy(TEMPLATES / "solutions-README.md", out / SOLUTIONS / "README.md")
     shutil.copy(TEMPLATES / "test_solutions.py", out / "tests" / "test_solutions.py")
     tag = f"{published.version_tag()}-private"
@@ -115,7 +121,7 @@ def private_copy(out, repository, task, start):
     git("commit", "--quiet", "-m", f"The graded take-home {task}: its task, its solution and "
         f"its tests (make private-copy, from {start})", cwd=out)
     git("tag", tag, cwd=out)
-    return tag, changed
+    return tag, changed, solved
 
 
 def main():
@@ -124,19 +130,28 @@ def main():
     parser.add_argument("out", type=Path, nargs="?", help="a new folder for the copy")
     parser.add_argument("--repository", help="the private repository on GitHub it is pushed to")
     parser.add_argument("--task", help="the new take-home task's name (its folder)")
-    parser.add_argument("--start", default=next(iter(takehome.tasks()), None),
-                        help="the practice task it starts as a copy of (default: %(default)s)")
+    parser.add_argument("--start", default=next((name for name, task in takehome.tasks().items()
+                                                  if task.answer == "public"), None),
+                        help="the task it starts as a copy of (default: %(default)s, the "
+                             "practice task, with its solution)")
     args = parser.parse_args()
-    tag, changed = private_copy(args.out, args.repository, args.task, args.start)
+    tag, changed, solved = private_copy(args.out, args.repository, args.task, args.start)
     if changed:
         print(f"note: {len(changed)} uncommitted changes of the course were left out "
               f"(the copy is its last commit)")
+    solution = f"{SOLUTIONS}/{args.task}/train.py"
     print(f"wrote the private copy into {args.out}: takehome/{args.task}/ (from {args.start}), "
-          f"its solution in {SOLUTIONS}/{args.task}/train.py and tests/test_solutions.py, "
-          f"committed and tagged {tag}")
-    print(f"next: takehome/{args.task}/train.py is still {args.start}'s loop, whose answer is "
-          f"public: change the loop, its README and its solution, then make test ARGS=tests/test_solutions.py, "
-          f"git commit, git tag -f {tag}, git push origin main {tag} (docs/teaching.md)")
+          f"{'its solution in ' if solved else 'its starting script again in '}{solution} "
+          f"and tests/test_solutions.py, committed and tagged {tag}")
+    if solved:
+        print(f"next: takehome/{args.task}/train.py is still {args.start}'s loop, whose answer "
+              f"is public: change the loop, its README and its solution, then make test "
+              f"ARGS=tests/test_solutions.py, git commit, git tag -f {tag}, git push origin "
+              f"main {tag} (docs/teaching.md)")
+    else:
+        print(f"next: write the task's solution in {solution} (the course holds none), then "
+              f"make test ARGS=tests/test_solutions.py, git commit, git tag -f {tag}, git push "
+              f"origin main {tag} (docs/teaching.md)")
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@ lesson's measured checks (accelerate_course/check.py), with a solution in no fil
 
 Each task is a folder takehome/<task>/: train.py, the starting script, which runs as it is;
 task.toml, its lesson, the flags of its graded runs, and what each check is worth; README.md,
-the task as a student reads it. The course ships no solution of a task. The tests build one at
-test time by applying the lesson to the starting script mechanically
+the task as a student reads it. The course ships no solution of a task. A practice task's
+answer is public all the same (task.toml's answer = "public": sst2-losses): the tests build it
+at test time by applying the lesson to the starting script mechanically
 (tests/helpers/lesson_applied.py), and check that the grader passes it and fails the
-untouched script and the known mistakes.
+untouched script and the known mistakes. Any other task's answer is in no public file: a
+teacher keeps one in a private copy of the course (accelerate_course/private_copy.py).
 """
 
 import argparse
@@ -35,6 +37,12 @@ class Task(NamedTuple):
     start: Path  # the starting script
     readme: Path  # the task, as a student reads it
     title_zh: str = ""  # the title in Chinese (task.toml's title_zh-CN)
+    # the resume (the check "resumes"): the graded run on 2 processes also gets state_flags,
+    # with which it saves its whole training state in <output-dir>/state; then a new launch
+    # gets resume_flags and that folder. None: the task has no resume
+    state_flags: list = []
+    resume_flags: list = []
+    answer: str = "private"  # "public": the course's tests build its solution (practice)
 
     def title_in(self, lang="en"):
         """Return the title in the class's language (messages.language())."""
@@ -58,7 +66,9 @@ def load(folder):
     spec = tomllib.loads((folder / "task.toml").read_text(encoding="utf-8"))
     return Task(folder.name, spec["lesson"], spec["title"], spec["unit"], spec["flags"],
                 spec["unseen_flags"], {key: Worth(*value) for key, value in spec["points"].items()},
-                folder / "train.py", folder / "README.md", spec.get("title_zh-CN", ""))
+                folder / "train.py", folder / "README.md", spec.get("title_zh-CN", ""),
+                spec.get("state_flags", []), spec.get("resume_flags", []),
+                spec.get("answer", "private"))
 
 
 @cache

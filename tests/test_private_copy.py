@@ -33,7 +33,7 @@ def private_copy(out, *args):
      "give the private repository's address"),
     (["--repository", PRIVATE, "--task", "My Losses"], "give the new task a folder's name"),
     (["--repository", PRIVATE, "--task", "sst2-losses"],
-     "takehome/sst2-losses/ is a practice task of the course already"),
+     "takehome/sst2-losses/ is a take-home task of the course already"),
     (["--repository", PRIVATE, "--task", "x", "--start", "nothing"],
      "there is no take-home task 'nothing' to start from"),
 ])
