@@ -866,8 +866,8 @@ def make_exercise(grading):
 
 def before_launch(path):
     """Return the Checks made on the file before anything is launched: it is the file saved
-    last (beside its jupytext notebook), Python, and its own code (its code, docstrings and
-    comments aside, neither runs nor imports the course's step files)."""
+    last (beside its jupytext notebook), Python, with a main() to run, and its own code (its
+    code, docstrings and comments aside, neither runs nor imports the course's step files)."""
     notebook = path.with_suffix(".ipynb")
     if notebook.exists() and notebook.stat().st_mtime > path.stat().st_mtime + 1:
         return [check("saved_last", False, say("hint.notebook_newer", notebook=notebook,
@@ -878,6 +878,9 @@ def before_launch(path):
     except SyntaxError as error:
         return [check("valid_python", False, say("hint.syntax", line=error.lineno,
                                                  error=error.msg, file=path))]
+    if not any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body):
+        what = say("hint.no_main_empty") if not text.strip() else say("hint.no_main_none")
+        return [check("has_main", False, say("hint.no_main", file=path, what=what))]
     docstrings = {id(body[0].value) for node in ast.walk(tree)
                   if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
                   and (body := node.body) and isinstance(body[0], ast.Expr)

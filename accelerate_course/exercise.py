@@ -124,9 +124,14 @@ def write_once(path, text, force, again, elsewhere=None):
     it was written. A folder that cannot be written (a read-only clone) ends the command in
     one line naming the fix."""
     shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
-    if path.exists() and path.read_text() != text and not force:
+    if path.exists() and path.read_bytes() != text.encode() and not force:
         print(f"kept {shown}: it has your changes (to start again from the untouched file: "
               f"{again})")
+        try:
+            path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as error:  # an editor's Windows encoding: Python reads UTF-8
+            print(f"note: {shown} is not UTF-8 (byte {error.start + 1} is not), and Python "
+                  "reads a script as UTF-8: save it again as UTF-8 in your editor")
         return False
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

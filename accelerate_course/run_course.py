@@ -13,7 +13,6 @@ Exit code 1 if a step fails or a comparison that must hold does not (each Step's
 stops it all (accelerate_course/running.py).
 """
 
-import argparse
 import hashlib
 import importlib.util
 import json
@@ -29,6 +28,7 @@ from accelerate_course.commands import course_commands, rounds
 from accelerate_course.machine import cores, machine, refuse_windows
 from accelerate_course.reloading import compare_reloaded
 from accelerate_course.steps import FOLDERS, IDENTICAL, REPO, STEPS
+from common.cli import OneLineErrorParser, positive_int
 from common.output import replace_folder
 from common.settings import settings_that_change_the_numbers
 
@@ -36,13 +36,13 @@ IDENTICAL_FIELDS = ("predictions", "train_losses", "accuracy", "f1")
 
 
 def parse_args():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.run_course",
-                                     description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(prog="python -m accelerate_course.run_course",
+                                description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, nargs="+", choices=sorted(FOLDERS),
                         default=sorted(FOLDERS), help="which steps to run (default: all)")
     parser.add_argument("--launcher", choices=["accelerate", "torchrun"], default="accelerate",
                         help="how step 3 is launched (default: accelerate launch)")
-    parser.add_argument("--processes", type=int, default=2,
+    parser.add_argument("--processes", type=positive_int, default=2,
                         help="processes for steps 3 and 4 (default: 2; on GPUs at most one each)")
     parser.add_argument("--output-dir", default="outputs/course")
     # everything else (--checkpoint, --dataset, --epochs, ...) goes to every step
@@ -287,11 +287,11 @@ def main():
                 print("done")
     except running.Stopped as stop:
         stopped = [s for s in ran if s not in results]
-        print(flush=True)  # the round's line, left open
-        for step in stopped:
-            print(f"  step {step}: {runs[step].finished() or 'finished'}", flush=True)
+        lines = [f"  step {step}: {runs[step].finished() or 'finished'}" for step in stopped]
+        for step in stopped:  # first: a closed terminal (SIGHUP) takes the lines below away
             runs[step].metrics = None  # a stopped run is not a result, even if it wrote one
             runs[step].keep()
+        running.say_if_heard("\n" + "\n".join(lines))  # after the round's line, left open
         later = [str(s) for s in args.steps if s not in ran]
         running.end_command(stop, "the course was stopped"
                             + (f" during step{'s' if len(stopped) > 1 else ''} "

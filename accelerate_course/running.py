@@ -192,9 +192,19 @@ def end_stopped(processes):
     kill_trees(processes, seen)
 
 
+def say_if_heard(text, file=None):
+    """Print text, unless the terminal is gone (closed: SIGHUP, then writes fail with EIO):
+    a stopped command still ends as it should where no one reads it."""
+    import sys
+    try:
+        print(text, file=file or sys.stdout, flush=True)
+    except OSError:
+        pass
+
+
 def end_command(stop, what):
     """End the command that was stopped: one line (what it did and did not do), and the exit
     code a shell gives a process killed by the signal."""
     import sys
-    print(f"stopped by {stop.name}: {what}", file=sys.stderr, flush=True)
+    say_if_heard(f"stopped by {stop.name}: {what}", file=sys.stderr)
     sys.exit(stop.exit_code)

@@ -1,7 +1,9 @@
 """The command line shared by every step: the same flags, defaults and checks in each."""
 
 import argparse
+import math
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -11,8 +13,25 @@ from pathlib import Path
 from common.errors import fail
 
 
+# a negative number as a flag's value (-5e-5, -1, -inf): argparse reads a word that starts
+# with "-" and is not a plain negative integer or decimal as a flag of its own
+NEGATIVE_NUMBER = re.compile(r"-(\d+\.?\d*|\.\d+)(e[-+]?\d+)?|-inf(inity)?|-nan", re.I)
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr (no usage block), exit code 2."""
+    """An ArgumentParser whose errors are one line on stderr (no usage block), exit code 2;
+    a negative number after a flag is read as its value, so that the flag's own check says
+    what is wrong with it (not "expected one argument")."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        words = []
+        for word in sys.argv[1:] if args is None else args:
+            if words and NEGATIVE_NUMBER.fullmatch(word) and words[-1].startswith("--") \
+                    and "=" not in words[-1]:
+                words[-1] += f"={word}"
+            else:
+                words.append(word)
+        return super().parse_known_args(words, namespace)
 
     def error(self, message):
         sys.exit(f"error: {message} (see --help)")
@@ -30,14 +49,37 @@ def positive_int(text):
 
 
 def positive_float(text):
-    """Return text as a float > 0, or raise the error argparse reports on one line."""
+    """Return text as a finite float > 0, or raise the error argparse reports on one line."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
-    if not value > 0:
+    if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {value}")
     return value
+
+
+def seed_number(text):
+    """Return text as a seed, a whole number from 0 to 2**32 - 1 (what numpy, and so
+    transformers' set_seed, accepts), or raise argparse's error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    if not 0 <= value <= 2**32 - 1:
+        raise argparse.ArgumentTypeError(f"a seed is between 0 and 4294967295, got {value}")
+    return value
+
+
+def learning_rate_note(lr):
+    """Return a note on a learning rate above 1 ("" for any other): fine-tuning uses about
+    5e-5, and at such a rate the loss soon turns NaN; 5e5 for 5e-5 is the likely slip."""
+    if lr <= 1:
+        return ""
+    meant = lr / 10 ** (2 * math.floor(math.log10(lr)))
+    guess = f" (did you mean {meant:g}?)".replace("e-0", "e-") if meant < 1 else ""
+    return (f"note: --lr {lr:g} is above 1: fine-tuning uses about 5e-5, and at this rate the "
+            f"loss will likely turn NaN{guess}")
 
 
 def port_number(text):
@@ -94,7 +136,7 @@ def parse_args(argv=None, description=None, settings=None):
     parser.add_argument("--train-batch-size", type=positive_int, default=8,
                         help="per process")
     parser.add_argument("--eval-batch-size", type=positive_int, default=8, help="per process")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=seed_number, default=42)
     parser.add_argument("--deterministic", action="store_true",
                         help="deterministic kernels only (torch.use_deterministic_algorithms), "
                              "so that two runs on a CUDA GPU give the same numbers; there, set "
@@ -113,6 +155,8 @@ def parse_args(argv=None, description=None, settings=None):
                         help="step 4 only: the port notebook_launcher's processes meet on "
                              "(default 0: a free one; 29500 may be another user's)")
     args = parser.parse_args(argv)
+    if learning_rate_note(args.lr) and os.environ.get("RANK", "0") == "0":  # once per launch
+        print(learning_rate_note(args.lr), file=sys.stderr, flush=True)
     # before any data or model is loaded: fail fast, in one line, and lose nothing
     check_dataset_name(args.dataset)
     check_cache_folders()

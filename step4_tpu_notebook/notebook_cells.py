@@ -230,8 +230,8 @@ print(outputs.loss, outputs.logits.shape)
 # ### The metric
 #
 # GLUE MRPC reports accuracy and F1 (of the paraphrase class). With its untrained head the
-# model guesses. The training above did much better than this, and better than always
-# answering "paraphrase":
+# model guesses. Compare both lines with the training's above: a short run can do no better
+# than always answering "paraphrase":
 
 # %%
 metric = evaluate.load(GLUE_MRPC_METRIC)

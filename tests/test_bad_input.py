@@ -202,6 +202,13 @@ CASES = {
     "zero steps": ("flag", lambda t: ["--max-train-steps", "0"], "must be a positive whole number"),
     "text learning rate": ("flag", lambda t: ["--lr", "fast"], "expected a number"),
     "zero learning rate": ("flag", lambda t: ["--lr", "0"], "must be a positive number"),
+    "a negative seed": ("flag", lambda t: ["--seed", "-1"], "a seed is between 0 and 4294967295"),
+    "a seed of 2**32": ("flag", lambda t: ["--seed", str(2**32)],
+                        "a seed is between 0 and 4294967295, got 4294967296"),
+    "a negative learning rate": ("flag", lambda t: ["--lr", "-5e-5"],
+                                 "must be a positive number, got -5e-05"),
+    "an infinite learning rate": ("flag", lambda t: ["--lr", "inf"],
+                                  "must be a positive number, got inf"),
     "a port out of range": ("flag", lambda t: ["--port", "70000"], "a port is between 0 and 65535"),
     "a port that is no number": ("flag", lambda t: ["--port", "auto"], "expected a port number"),
     "an unknown flag": ("flag", lambda t: ["--learning-rate", "2e-5"],
@@ -411,3 +418,61 @@ def test_labels_as_text_or_booleans_are_read_as_0_and_1_and_said_so(tmp_path, ca
     raw = load_splits(str(folder))
     assert raw["train"]["label"] == [1, 0]
     assert "labels given as True/False, read as 1/0" in capsys.readouterr().out
+
+
+def test_a_learning_rate_above_1_gets_one_note_with_the_likely_slip(tmp_path, capsys, monkeypatch):
+    # 5e5 typed for 5e-5 trains, and its loss turns NaN: a note, once per launch (rank 0)
+    from common.cli import parse_args
+    monkeypatch.delenv("RANK", raising=False)
+    parse_args(["--lr", "5e5", "--output-dir", str(tmp_path)])
+    assert capsys.readouterr().err == (
+        "note: --lr 500000 is above 1: fine-tuning uses about 5e-5, and at this rate the loss "
+        "will likely turn NaN (did you mean 5e-5?)\n")
+    monkeypatch.setenv("RANK", "1")
+    parse_args(["--lr", "5e5", "--output-dir", str(tmp_path)])
+    parse_args(["--lr", "1", "--output-dir", str(tmp_path)])
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.runs
+def test_make_course_refuses_0_processes_in_one_line_before_its_plan():
+    done = subprocess.run([sys.executable, "-m", "accelerate_course.run_course", "--processes",
+                           "0"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == ("error: argument --processes: must be a positive whole number, got 0 "
+                           "(see --help)\n")
+
+
+def test_a_training_that_diverges_saves_and_writes_nothing_and_says_so(in_process, tmp_path):
+    # --lr 5e5 for 5e-5: the loss turns NaN at the second optimizer step (measured here); the
+    # NaN weights are not put in place of an earlier model, and no metrics.json is written
+    out = tmp_path / "results"
+    (out / "model").mkdir(parents=True)
+    (out / "model" / "config.json").write_text("{}")
+    (out / "metrics.json").write_text(EARLIER)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    code, out_text, err = in_process(1, ["--lr", "5e5", "--max-train-steps", "3",
+                                         "--output-dir", str(out)])
+    line = check_refused(code, out_text, err, "was not saved: the trained weights hold NaN or "
+                                              "infinite values, so the training diverged")
+    assert "note: --lr 500000 is above 1" in err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    BAD_INPUT_ROWS.append(("training", "--lr 5e5 (for 5e-5)", line))
+
+
+def test_metrics_json_is_strict_json_or_not_written(tmp_path):
+    # a NaN (a student's loop that saves no model, or a loss of their own) is named, with
+    # where it is, and nothing is written: json.dump would write NaN, which JSON has not
+    import types
+
+    from common.output import write_metrics
+    args = types.SimpleNamespace(lr=5e5, checkpoint="embedded")
+    (tmp_path / "metrics.json").write_text(EARLIER)
+    with pytest.raises(SystemExit) as stop:
+        write_metrics(tmp_path, args, {"accuracy": 0.5, "train_losses": [0.7, float("nan")]})
+    assert stop.value.code == (
+        "error: train_losses[1] (nan, the loss of optimizer step 2) is not a number: the "
+        "training diverged, and no metrics.json was written; likely: --lr 500000 is far above "
+        "fine-tuning's usual 5e-5")
+    assert (tmp_path / "metrics.json").read_text() == EARLIER
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]

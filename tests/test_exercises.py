@@ -372,6 +372,21 @@ def test_writing_an_exercise_again_keeps_the_students_changes(tmp_path, capsys):
     assert path.read_text() == "untouched\n"
 
 
+def test_an_exercise_saved_in_a_windows_encoding_is_kept_and_said_so(tmp_path, capsys):
+    # an editor's cp1252 (curly quotes): kept as the student's work, and the one thing wrong
+    # with it named, with the mend (it once ended in a UnicodeDecodeError traceback)
+    path = tmp_path / "exercises" / "step3" / "train.py"
+    path.parent.mkdir(parents=True)
+    mine = "# \u201cmy\u201d work\n".encode("cp1252")
+    path.write_bytes(mine)
+    assert not exercise.write_once(path, "untouched\n", False, "AGAIN")
+    assert path.read_bytes() == mine
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].endswith("it has your changes (to start again from the untouched file: AGAIN)")
+    assert said[1].endswith("train.py is not UTF-8 (byte 3 is not), and Python reads a script "
+                            "as UTF-8: save it again as UTF-8 in your editor")
+
+
 @pytest.mark.runs
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
 def test_make_exercise_in_a_read_only_clone_says_so_in_one_line(tmp_path):

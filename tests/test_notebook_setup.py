@@ -158,3 +158,14 @@ def test_the_setup_cell_runs_as_a_kaggle_kernel_would_with_everything_installed(
     import torch
     assert f"setup: keeps the runtime's torch {torch.__version__}" in result.stdout
     assert "installs" not in result.stdout and "TPU chips: none" in result.stdout
+
+
+def test_each_notebook_asks_colab_for_the_runtime_it_needs():
+    # Colab opens a notebook on the runtime its metadata names: step 4's on a TPU; the whole
+    # course's runs on the CPU of any runtime, and asks for none (a TPU runtime would be one
+    # a class waits for, and not the one its text describes)
+    import json
+    step4 = json.loads((REPO / "step4_tpu_notebook" / "tpu_training.ipynb").read_text())
+    course = json.loads((REPO / "docs" / "course_on_colab.ipynb").read_text())
+    assert step4["metadata"].get("accelerator") == "TPU"
+    assert "accelerator" not in course["metadata"]

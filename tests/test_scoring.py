@@ -64,3 +64,16 @@ def test_the_lessons_table_says_which_checks_are_measured_from_outside():
                 for test in results["tests"]}
     assert measured["own_predictions"] == measured["one_writer"] == "from outside the run"
     assert measured["one_printer"] == "reported from inside the run"
+
+
+def test_a_file_with_no_main_is_refused_before_anything_runs(tmp_path):
+    # an empty file, or one whose main() was lost: the grader runs a file's main(); said in
+    # one line before any launch (it once ran, and stopped with "KeyError: 'main'")
+    empty, no_main = tmp_path / "empty.py", tmp_path / "no_main.py"
+    empty.write_text("\n")
+    no_main.write_text("def training_function(args):\n    pass\n")
+    for path, what in ((empty, "is empty"), (no_main, "defines no main() function")):
+        [refused] = check.before_launch(path)
+        assert refused.key == "has_main" and not refused.passed
+        assert refused.hint.startswith(f"{path} {what}: the grader runs a file's main()")
+    assert check.before_launch(Path(__file__).parents[1] / "step3_distributed_eval" / "train.py") == []

@@ -261,3 +261,44 @@ def test_a_test_past_its_time_limit_leaves_no_forked_process(tmp_path):
     for pid in left:
         psutil.Process(pid).kill()
     assert left == []
+
+
+def test_a_closed_terminal_stops_make_course_as_ctrl_c_does(tmp_path):
+    # the runner in a terminal of its own (a pty: its controlling terminal, as a shell's job
+    # has), closed during step 3: the kernel sends SIGHUP, and every later write to the
+    # terminal fails (EIO). The step's folder is kept as a stopped step's, no process is left.
+    import fcntl
+    import pty
+    import termios
+    folder = tmp_path / "course"
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "accelerate_course.run_course", "--steps", "3",
+         "--output-dir", str(folder)], cwd=REPO, env=offline_env(), stdin=slave, stdout=slave,
+        stderr=slave, start_new_session=True,
+        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    os.close(slave)
+    root, seen, said = psutil.Process(process.pid), {}, b""
+    log = folder / "step3.running" / "train.log"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not (log.exists() and progress(log.read_text())):
+        for member in root.children(recursive=True):
+            seen.setdefault(member.pid, member)
+        try:  # read what the terminal shows, so that the runner never waits on a full pty
+            said += os.read(master, 65536) if __import__("select").select(
+                [master], [], [], 0.2)[0] else b""
+        except OSError:
+            break
+    assert process.poll() is None, said.decode(errors="replace")[-3000:]
+    time.sleep(1)
+    for member in root.children(recursive=True):
+        seen.setdefault(member.pid, member)
+    os.close(master)  # the terminal closes
+    process.wait(timeout=120)
+    until = time.monotonic() + 10
+    while time.monotonic() < until and any(still_there(p) for p in seen.values()):
+        time.sleep(0.2)
+    assert sorted(p.name for p in folder.glob("step*")) == ["step3.failed"]
+    assert "stopped by SIGTERM before the end of the run" in \
+        (folder / "step3.failed" / "train.log").read_text()
+    assert [command_line(p) for p in seen.values() if still_there(p)] == []

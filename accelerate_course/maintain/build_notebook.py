@@ -206,7 +206,9 @@ def build(kind="step4"):
     notebook.metadata = {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
-        "accelerator": "TPU",
+        # Colab opens a notebook on the runtime it names: step 4's on a TPU; the course's
+        # runs on the CPU of any runtime, so it names none (Colab's default, a CPU)
+        **({"accelerator": "TPU"} if kind == "step4" else {}),
     }
     return notebook
 
