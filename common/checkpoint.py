@@ -73,9 +73,13 @@ def check_checkpoint_folder(path, name):
     if "config.json" not in files:
         fail(f"checkpoint folder {name} has no config.json: save the model there with {save}")
     check_classification_head(path / "config.json", name)
+    check_half_precision(path / "config.json", name)
     if not files & WEIGHT_FILES:
         fail(f"checkpoint folder {name} has a config.json but no weights ({', '.join(sorted(WEIGHT_FILES))}): "
              f"save them with model.save_pretrained({name!r})")
+    for weights in sorted(path.glob("*.safetensors")):  # a download that stopped half way
+        unreadable_weights(weights, name)
+    missing_shards(path, name)
     if not files & TOKENIZER_FILES:
         fail(f"checkpoint folder {name} has no tokenizer files (tokenizer.json, vocab.txt, ...): "
              f"save the tokenizer that goes with the model there with tokenizer.save_pretrained({name!r})")
@@ -88,6 +92,51 @@ def check_checkpoint_folder(path, name):
         fail(f"checkpoint folder {name}: its tokenizer has {len(tokenizer)} tokens but the model "
              f"has {rows} embedding rows, so they do not belong together; save the tokenizer the "
              f"model was trained with, with tokenizer.save_pretrained({name!r})")
+
+
+def unreadable_weights(weights, name):
+    """Exit with one error line if a safetensors weights file cannot be read whole (its
+    header names more bytes than the file holds: a download or copy that stopped)."""
+    from safetensors import SafetensorError, safe_open
+    try:
+        with safe_open(weights, "pt"):
+            pass
+    except (SafetensorError, OSError) as error:
+        fail(f"checkpoint folder {name}: {weights.name} cannot be read ({str(error).splitlines()[0]}); "
+             f"it is likely cut short: download or copy it again")
+
+
+def check_half_precision(config, name):
+    """Exit with one error line if the checkpoint's weights are float16 (its config's dtype):
+    transformers 5 loads a model in the dtype it was saved in, and the steps' training (no
+    loss scaling) then turns NaN within a few optimizer steps (measured here: the embedded
+    BERT saved in float16, 5 steps of step 1). Refused, not converted: the course does not
+    change a checkpoint behind the student's back; the line says how to make a float32 copy."""
+    try:
+        settings = json.loads(config.read_text())
+    except ValueError:
+        return
+    if (settings.get("dtype") or settings.get("torch_dtype")) == "float16":
+        fail(f"checkpoint folder {name} holds float16 weights (its config.json's dtype), which "
+             "transformers loads as they are, and a float16 training without loss scaling "
+             "turns NaN within a few steps; save a float32 copy and pass that: "
+             f"AutoModelForSequenceClassification.from_pretrained({name!r}, dtype=torch.float32)"
+             ".save_pretrained(<a new folder>), and its tokenizer beside it")
+
+
+def missing_shards(path, name):
+    """Exit with one error line if a sharded checkpoint's index names a weights file the
+    folder lacks (a download that stopped between shards)."""
+    for index in sorted(path.glob("*.index.json")):
+        try:
+            shards = set(json.loads(index.read_text())["weight_map"].values())
+        except (ValueError, KeyError, AttributeError):
+            fail(f"checkpoint folder {name}: {index.name} is not a weights index "
+                 "(download it again)")
+        missing = sorted(shard for shard in shards if not (path / shard).is_file())
+        if missing:
+            fail(f"checkpoint folder {name}: {index.name} names {len(shards)} weights files, "
+                 f"and {', '.join(missing)} is not there: download the checkpoint again")
 
 
 def load_tokenizer(checkpoint):

@@ -476,3 +476,46 @@ def test_metrics_json_is_strict_json_or_not_written(tmp_path):
         "fine-tuning's usual 5e-5")
     assert (tmp_path / "metrics.json").read_text() == EARLIER
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+
+
+def half_downloaded(tmp_path):
+    """A checkpoint folder whose model.safetensors stopped half way."""
+    flags = checkpoint(tmp_path)
+    weights = tmp_path / "my-bert" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    return flags
+
+
+def sharded_with_one_missing(tmp_path):
+    """A checkpoint folder saved in 2 shards (save_pretrained's max_shard_size), the second
+    one not downloaded."""
+    from transformers import AutoModelForSequenceClassification
+    folder = tmp_path / "my-bert"
+    shutil.copytree(EMBEDDED_CHECKPOINT, folder)
+    (folder / "model.safetensors").unlink()
+    model = AutoModelForSequenceClassification.from_pretrained(EMBEDDED_CHECKPOINT, num_labels=2)
+    model.save_pretrained(folder, max_shard_size="300KB")
+    shards = sorted(folder.glob("model-*.safetensors"))
+    assert len(shards) >= 2, shards
+    shards[-1].unlink()
+    return ["--checkpoint", str(folder)]
+
+
+def float16(tmp_path):
+    """A checkpoint folder saved in float16 (model.half().save_pretrained)."""
+    flags = checkpoint(tmp_path)
+    config = json.loads((tmp_path / "my-bert" / "config.json").read_text())
+    (tmp_path / "my-bert" / "config.json").write_text(json.dumps(dict(config, dtype="float16")))
+    return flags
+
+
+CASES.update({
+    "a float16 checkpoint": ("checkpoint", float16, "holds float16 weights (its config.json's "
+                                                    "dtype), which transformers loads as they are"),
+    "a weights file cut short": ("checkpoint", half_downloaded,
+                                 "model.safetensors cannot be read (Error while deserializing "
+                                 "header: incomplete metadata, file not fully covered); it is "
+                                 "likely cut short: download or copy it again"),
+    "a sharded checkpoint, a shard missing": ("checkpoint", sharded_with_one_missing,
+                                              "model.safetensors.index.json names"),
+})
