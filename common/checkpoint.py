@@ -80,6 +80,7 @@ def check_checkpoint_folder(path, name):
     for weights in sorted(path.glob("*.safetensors")):  # a download that stopped half way
         unreadable_weights(weights, name)
     missing_shards(path, name)
+    check_head_size(path, name)
     if not files & TOKENIZER_FILES:
         fail(f"checkpoint folder {name} has no tokenizer files (tokenizer.json, vocab.txt, ...): "
              f"save the tokenizer that goes with the model there with tokenizer.save_pretrained({name!r})")
@@ -122,6 +123,33 @@ def check_half_precision(config, name):
              "turns NaN within a few steps; save a float32 copy and pass that: "
              f"AutoModelForSequenceClassification.from_pretrained({name!r}, dtype=torch.float32)"
              ".save_pretrained(<a new folder>), and its tokenizer beside it")
+
+
+# the names a sequence-classification head's output weight ends with (BERT's, RoBERTa's,
+# DistilBERT's, GPT-2's and Llama's, BART's)
+HEAD_WEIGHTS = ("classifier.weight", "classifier.out_proj.weight", "score.weight",
+                "classification_head.out_proj.weight")
+HEAD_SUFFIXES = tuple(f".{name}" for name in HEAD_WEIGHTS)  # (not DistilBERT's pre_classifier)
+
+
+def check_head_size(path, name):
+    """Exit with one error line if the checkpoint holds a classification head for another
+    number of labels than MRPC's 2 (fine-tuned on another task): from_pretrained(...,
+    num_labels=2) stops on its size. Refused, not replaced by a new head (as
+    ignore_mismatched_sizes=True would, silently): the line says how to keep the encoder
+    alone, to which the steps add a new two-class head."""
+    from safetensors import safe_open
+    for weights in sorted(path.glob("*.safetensors")):
+        with safe_open(weights, "pt") as tensors:
+            for tensor in tensors.keys():
+                if tensor in HEAD_WEIGHTS or tensor.endswith(HEAD_SUFFIXES):
+                    labels = tensors.get_slice(tensor).get_shape()[0]
+                    if labels != 2:
+                        fail(f"checkpoint folder {name} holds a classification head for "
+                             f"{labels} labels ({tensor}), and MRPC has 2: save its encoder "
+                             f"alone and pass that: AutoModel.from_pretrained({name!r})"
+                             ".save_pretrained(<a new folder>), and its tokenizer beside it "
+                             "(the steps add a new two-class head)")
 
 
 def missing_shards(path, name):

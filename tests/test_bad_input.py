@@ -509,7 +509,20 @@ def float16(tmp_path):
     return flags
 
 
+def three_labels(tmp_path):
+    """A checkpoint folder fine-tuned for 3 labels: its head saved with 3 rows."""
+    from transformers import AutoModelForSequenceClassification
+    folder = tmp_path / "my-bert"
+    shutil.copytree(EMBEDDED_CHECKPOINT, folder)
+    AutoModelForSequenceClassification.from_pretrained(EMBEDDED_CHECKPOINT, num_labels=3) \
+        .save_pretrained(folder)
+    return ["--checkpoint", str(folder)]
+
+
 CASES.update({
+    "a head for 3 labels": ("checkpoint", three_labels,
+                            "holds a classification head for 3 labels (classifier.weight), "
+                            "and MRPC has 2: save its encoder alone"),
     "a float16 checkpoint": ("checkpoint", float16, "holds float16 weights (its config.json's "
                                                     "dtype), which transformers loads as they are"),
     "a weights file cut short": ("checkpoint", half_downloaded,
