@@ -107,8 +107,10 @@ def test_a_private_copy_holds_the_task_its_solution_and_its_tests_and_grades_wit
             "PermissionError: [Errno 13] Permission denied"), read
 
     # the copy's own tests: the solution scores every point, the starting script none
+    # (its own temporary folder: a pytest session makes /tmp/pytest-of-<user> its user's
+    # alone again, which the other tests' graded users must enter)
     tested = in_copy(copy, "-m", "pytest", "tests/test_solutions.py", "-q", "-s",
-                     "-p", "no:cacheprovider")
+                     "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "copy-tests"))
     print(tested.stdout[-2000:])
     assert tested.returncode == 0, tested.stdout[-3000:]
     assert "the take-home task my-losses, solution: (10, 10) |" in tested.stdout
