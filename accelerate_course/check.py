@@ -878,9 +878,6 @@ def before_launch(path):
     except SyntaxError as error:
         return [check("valid_python", False, say("hint.syntax", line=error.lineno,
                                                  error=error.msg, file=path))]
-    if not any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body):
-        what = say("hint.no_main_empty") if not text.strip() else say("hint.no_main_none")
-        return [check("has_main", False, say("hint.no_main", file=path, what=what))]
     docstrings = {id(body[0].value) for node in ast.walk(tree)
                   if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
                   and (body := node.body) and isinstance(body[0], ast.Expr)
@@ -900,6 +897,9 @@ def before_launch(path):
                                ("runpy", "importlib", *FOLDERS.values())}
     if uses_reference:
         return [check("own_code", False, say("hint.uses", names=", ".join(sorted(uses_reference))))]
+    if not any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body):
+        what = say("hint.no_main_empty") if not text.strip() else say("hint.no_main_none")
+        return [check("has_main", False, say("hint.no_main", file=path, what=what))]
     return []
 
 
