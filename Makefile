@@ -26,7 +26,9 @@ $(BIN)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m accelerate_course.install --venv $(VENV) --torch $(TORCH)
 	touch $@
 
+# an environment moved with its clone, or made by a Python no longer there: one line says so
 install: $(BIN)/.installed
+	@$(PYTHON) -m accelerate_course.install --venv $(VENV) --check
 
 clean:
 	rm -rf $(VENV) outputs

@@ -26,6 +26,7 @@ A Python older than 3.11 is refused in one line first: this file must parse on o
 import argparse
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -68,6 +69,32 @@ def python_problem(version=None, found=None):
            "install PYTHON=python3.12 in that environment); macOS: brew install python@3.12")
     return (f"the course needs Python 3.11 or newer (transformers 5.24 requires it), and "
             f"{Path(sys.executable).name} is {have}; {fix}")
+
+
+def venv_problem(venv):
+    """Return why an existing environment folder (its pyvenv.cfg, written by python -m venv)
+    cannot run the course, or "" (none there, or nothing known wrong): made in another
+    folder (a clone moved or copied with its .venv: its scripts' first lines and the
+    course's editable install name the folder it was made in), or by a Python that is no
+    longer there (upgraded or removed)."""
+    venv = Path(venv)
+    try:
+        lines = (venv / "pyvenv.cfg").read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    config = dict(line.split("=", 1) for line in lines if "=" in line)
+    config = {key.strip(): value.strip() for key, value in config.items()}
+    remake = f"make it again: rm -rf {venv.name} && make install"
+    # "command = <python> -m venv [--options] <folder>" (Python 3.11 and newer write it)
+    made_in = re.sub(r"^(--?\S+\s+)*", "", config.get("command", "").rpartition(" -m venv ")[2])
+    if made_in and Path(made_in).resolve() != venv.resolve():
+        return (f"{venv.name} was made in {made_in}, and an environment cannot be moved (its "
+                f"scripts and the course's install name that folder); {remake}")
+    base = config.get("executable")
+    if base and not Path(base).exists():
+        return (f"{venv.name} was made by {base} (Python {config.get('version', '?')}), which "
+                f"is no longer there; {remake}")
+    return ""
 
 
 def nvidia_driver():
@@ -178,9 +205,6 @@ def pip_commands(venv_python, build, index, find_links=None):
 
 
 def main():
-    problem = python_problem()
-    if problem:
-        sys.exit(f"error: {problem}")
     parser = argparse.ArgumentParser(prog="python -m accelerate_course.install",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--torch", default=os.environ.get("TORCH") or "auto",
@@ -188,7 +212,17 @@ def main():
                         help="which build of torch (default auto: from this machine)")
     parser.add_argument("--venv", default=".venv", type=Path)
     parser.add_argument("--plan", action="store_true", help="say what it would install")
+    parser.add_argument("--check", action="store_true",
+                        help="say in one line what is wrong with an existing --venv, if anything")
     args = parser.parse_args()
+    venv = REPO / args.venv if not args.venv.is_absolute() else args.venv
+    if venv_problem(venv):
+        sys.exit(f"error: {venv_problem(venv)}")
+    if args.check:  # any Python 3 can look (make runs it before every goal)
+        return
+    problem = python_problem()
+    if problem:
+        sys.exit(f"error: {problem}")
     build, why = choose(args.torch, driver=nvidia_driver())
     index, find_links = torch_index(build), torch_find_links()
     print(f"install: {pinned_torch().replace('==', ' ')}, {describe(build)}: {why}", flush=True)
@@ -202,7 +236,6 @@ def main():
         print(f"install: torch comes from {index}; where that is slow, COURSE_TORCH_FIND_LINKS "
               "(a mirror's folder of wheels) or COURSE_TORCH_INDEX (a mirror's simple index) "
               "names another: docs/your-own-setup.md", flush=True)
-    venv = REPO / args.venv if not args.venv.is_absolute() else args.venv
     python = venv / ("Scripts" if sys.platform == "win32" else "bin") / "python"
     commands = pip_commands(python, build, index, find_links)
     if args.plan:

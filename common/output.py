@@ -2,7 +2,6 @@
 all."""
 
 import json
-import math
 import os
 import re
 import shutil
@@ -10,6 +9,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from common.diverged import likely_causes, non_finite
 from common.errors import fail
 from common.settings import settings_that_change_the_numbers
 
@@ -58,52 +58,6 @@ def write_metrics(output_dir, args, results):
     return path
 
 
-def non_finite(value, where="metrics"):
-    """Return where the first NaN or infinite number in value is ("train_losses[1], the loss
-    of optimizer step 2"), or "" when there is none."""
-    if isinstance(value, float) and not math.isfinite(value):
-        step = re.fullmatch(r"train_losses\[(\d+)\]", where)
-        return f"{where} ({value}, the loss of optimizer step {int(step[1]) + 1})" if step \
-            else f"{where} ({value})"
-    items = value.items() if isinstance(value, dict) else \
-        enumerate(value) if isinstance(value, (list, tuple)) else ()
-    for key, item in items:
-        found = non_finite(item, f"{key}" if where == "metrics" else
-                           f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}")
-        if found:
-            return found
-    return ""
-
-
-def likely_causes(args):
-    """Return what the run's settings say about a training that diverged: a learning rate
-    above 1, a checkpoint saved in half precision, or else where to look."""
-    causes = []
-    lr = getattr(args, "lr", None)
-    if lr is not None and lr > 1:
-        causes.append(f"--lr {lr:g} is far above fine-tuning's usual 5e-5")
-    dtype = checkpoint_dtype(getattr(args, "checkpoint", None))
-    if dtype in ("float16", "bfloat16"):
-        causes.append(f"the checkpoint's weights are {dtype} (its config.json), whose range "
-                      "training can overflow")
-    return ("likely: " + "; ".join(causes)) if causes else \
-        f"look at the learning rate (--lr {lr:g}) and the checkpoint's weights"
-
-
-def checkpoint_dtype(checkpoint):
-    """Return the dtype a local checkpoint's config.json names ("float16", ...), or None."""
-    if not checkpoint:
-        return None
-    from common.embedded import CHECKPOINT as EMBEDDED_CHECKPOINT
-    folder = EMBEDDED_CHECKPOINT if checkpoint == "embedded" else Path(checkpoint)
-    try:
-        config = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    dtype = config.get("dtype") or config.get("torch_dtype")
-    return dtype if isinstance(dtype, str) else None
-
-
 def finite_weights(folder):
     """Return False if a weights file saved in folder (*.safetensors) holds a NaN or an
     infinite value."""
@@ -133,8 +87,7 @@ def saving_model(output_dir):
         if not finite_weights(folder):  # a diverged training's model is not put in place
             fail(f"{target} was not saved: the trained weights hold NaN or infinite values, so "
                  "the training diverged; an earlier model there is as it was; look at the "
-                 "learning rate (--lr, about 5e-5 for fine-tuning) and the checkpoint's dtype "
-                 "(float16 weights can overflow)")
+                 "learning rate (--lr, about 5e-5 for fine-tuning)")
         os.chmod(folder, 0o777 & ~_umask())  # as an ordinary new folder (mkdtemp's is private)
         replace_folder(folder, target)
         folder = None

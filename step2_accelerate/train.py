@@ -19,11 +19,14 @@ try:  # the course's packages: in the environment make install made
     from common.cli import parse_args
     from common.launch import check_launch
     from common.data import get_dataloaders, load_splits
+    from common.diverged import stop_if_diverged
     from common.metric import GLUE_MRPC_METRIC
     from common.output import saving_model, write_metrics
 except ModuleNotFoundError as missing:  # another Python: one line, not a traceback
-    raise SystemExit(f"error: {missing}; run the course in its environment (source "
-                     ".venv/bin/activate), or in a notebook its setup cell first")
+    raise SystemExit(f"error: {missing}: this Python is not the course's environment; run "
+                     "the course with .venv/bin/python (or after source .venv/bin/activate; if "
+                     "you did, make install says what is wrong with .venv), or in a notebook "
+                     "its setup cell first")
 
 
 # %%
@@ -74,6 +77,7 @@ def training_function(args):
             optimizer.zero_grad()
             progress_bar.update(1)
             train_losses.append(loss.item())
+            stop_if_diverged(train_losses, args)  # a NaN or infinite loss stops the run, named
     train_seconds = time.perf_counter() - start
 
     # evaluation: predictions for the whole validation split, then the metric

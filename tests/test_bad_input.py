@@ -444,17 +444,19 @@ def test_make_course_refuses_0_processes_in_one_line_before_its_plan():
 
 
 def test_a_training_that_diverges_saves_and_writes_nothing_and_says_so(in_process, tmp_path):
-    # --lr 5e5 for 5e-5: the loss turns NaN at the second optimizer step (measured here); the
-    # NaN weights are not put in place of an earlier model, and no metrics.json is written
+    # --lr 5e5 for 5e-5: the loss turns NaN at the second optimizer step (measured here), and
+    # the run stops there, out of 50; the earlier model and metrics.json stay as they were
     out = tmp_path / "results"
     (out / "model").mkdir(parents=True)
     (out / "model" / "config.json").write_text("{}")
     (out / "metrics.json").write_text(EARLIER)
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    code, out_text, err = in_process(1, ["--lr", "5e5", "--max-train-steps", "3",
+    code, out_text, err = in_process(1, ["--lr", "5e5", "--max-train-steps", "50",
                                          "--output-dir", str(out)])
-    line = check_refused(code, out_text, err, "was not saved: the trained weights hold NaN or "
-                                              "infinite values, so the training diverged")
+    line = check_refused(code, out_text, err, "the loss of optimizer step 2 is nan: the training "
+                                              "diverged, and nothing was saved; likely: --lr 500000 is far above "
+                                              "fine-tuning's usual 5e-5")
+    assert "| 2/50 [" in err and "| 3/50 [" not in err  # the progress bar: 2 steps of 50
     assert "note: --lr 500000 is above 1" in err
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
     BAD_INPUT_ROWS.append(("training", "--lr 5e5 (for 5e-5)", line))
@@ -501,12 +503,18 @@ def sharded_with_one_missing(tmp_path):
     return ["--checkpoint", str(folder)]
 
 
-def float16(tmp_path):
-    """A checkpoint folder saved in float16 (model.half().save_pretrained)."""
+def float16(tmp_path, dtype="float16"):
+    """A checkpoint folder saved in float16 (model.half().save_pretrained): its config says
+    so, which is what transformers loads it by."""
     flags = checkpoint(tmp_path)
     config = json.loads((tmp_path / "my-bert" / "config.json").read_text())
-    (tmp_path / "my-bert" / "config.json").write_text(json.dumps(dict(config, dtype="float16")))
+    (tmp_path / "my-bert" / "config.json").write_text(json.dumps(dict(config, dtype=dtype)))
     return flags
+
+
+def bfloat16(tmp_path):
+    """A checkpoint folder saved in bfloat16."""
+    return float16(tmp_path, "bfloat16")
 
 
 def three_labels(tmp_path):
@@ -524,7 +532,12 @@ CASES.update({
                             "holds a classification head for 3 labels (classifier.weight), "
                             "and MRPC has 2: save its encoder alone"),
     "a float16 checkpoint": ("checkpoint", float16, "holds float16 weights (its config.json's "
-                                                    "dtype), which transformers loads as they are"),
+                             "dtype), which transformers loads and the steps train as they are, "
+                             "and a float16 training without loss scaling turns NaN"),
+    "a bfloat16 checkpoint": ("checkpoint", bfloat16, "holds bfloat16 weights (its config.json's "
+                              "dtype), which transformers loads and the steps train as they "
+                              "are, and in bfloat16 most of the optimizer's small updates are "
+                              "rounded away; save a float32 copy"),
     "a weights file cut short": ("checkpoint", half_downloaded,
                                  "model.safetensors cannot be read (Error while deserializing "
                                  "header: incomplete metadata, file not fully covered); it is "

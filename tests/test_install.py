@@ -172,3 +172,37 @@ def test_the_dev_container_installs_the_course_as_the_makefile_does():
                          cwd=REPO, capture_output=True, text=True)
     assert dry.returncode == 0, dry.stderr
     assert "-m accelerate_course.install --venv .venv --torch cpu" in dry.stdout
+
+
+@pytest.mark.runs
+def test_an_environment_moved_with_its_clone_or_left_by_its_python_is_named_in_one_line(
+        tmp_path):
+    # a real venv, made in one folder and moved to another (as a clone moved with its .venv:
+    # its activate script and the course's editable install still name the first folder);
+    # then the same venv, its Python gone (upgraded or removed); make names each before any
+    # goal runs, with the command that mends it
+    made = tmp_path / "old" / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(made)], check=True)
+    moved = tmp_path / "new" / ".venv"
+    moved.parent.mkdir()
+    made.rename(moved)
+    (moved / "bin" / ".installed").touch()  # installed, as far as make can tell
+
+    def make_install():
+        result = subprocess.run(["make", "install", f"VENV={moved}"], cwd=REPO,
+                                capture_output=True, text=True)
+        assert result.returncode != 0 and result.stdout == ""
+        return [line for line in result.stderr.splitlines() if not line.startswith("make")]
+
+    assert make_install() == [
+        f"error: .venv was made in {made}, and an environment cannot be moved (its scripts and "
+        "the course's install name that folder); make it again: rm -rf .venv && make install"]
+    config = (moved / "pyvenv.cfg").read_text().replace(str(made), str(moved))
+    version = next(line.split("=")[1].strip() for line in config.splitlines()
+                   if line.startswith("version"))
+    (moved / "pyvenv.cfg").write_text("\n".join(
+        "executable = /gone/bin/python3" if line.startswith("executable") else line
+        for line in config.splitlines()) + "\n")
+    assert make_install() == [
+        f"error: .venv was made by /gone/bin/python3 (Python {version}), which is no longer "
+        "there; make it again: rm -rf .venv && make install"]

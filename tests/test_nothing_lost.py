@@ -198,8 +198,10 @@ def test_a_python_without_the_courses_packages_is_told_in_one_line(tmp_path):
                                 text=True, timeout=60, env=offline_env())
         assert result.returncode == 1
         assert (result.stdout + result.stderr).strip().splitlines() == [
-            "error: No module named 'evaluate'; run the course in its environment (source "
-            ".venv/bin/activate), or in a notebook its setup cell first"]
+            "error: No module named 'evaluate': this Python is not the course's environment; "
+            "run the course with .venv/bin/python (or after source .venv/bin/activate; if you "
+            "did, make install says what is wrong with .venv), or in a notebook its setup cell "
+            "first"]
 
 
 # launchers --------------------------------------------------------------------------------
@@ -230,6 +232,35 @@ def test_a_bad_input_under_the_readme_launches_says_the_courses_line_first(tmp_p
         else:  # the step itself fails before notebook_launcher starts anything
             assert lines[-1] == line and "Traceback" not in output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("step", [3, 4])
+def test_a_loss_that_turns_nan_in_a_launch_of_two_processes_is_named_once(tmp_path, step):
+    # --lr 5e5 for 5e-5, step 3 as the README launches it, step 4 as it runs itself: the two
+    # processes agree on the first step whose loss is NaN (2, measured here); step 3 stops
+    # there, out of 50, and step 4, which reads its losses once after training, after its 20;
+    # the main process says so in one line, then the launcher's own report; nothing is saved,
+    # and no process is left behind
+    out = tmp_path / "out"
+    launch = accelerate_launch(2) if step == 3 else [sys.executable]
+    steps = {3: 50, 4: 20}[step]
+    process = subprocess.Popen(
+        launch + [str(STEPS[step]), "--output-dir", str(out), "--lr", "5e5",
+                  "--max-train-steps", str(steps)],
+        cwd=REPO, env=offline_env(ACCELERATE_USE_CPU="1"), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    output = process.communicate(timeout=300)[0]
+    errors = [line[line.index("error: "):] for line in output.splitlines() if "error: " in line]
+    assert process.returncode == 1, output[-3000:]
+    assert errors == ["error: the loss of optimizer step 2 is nan: the training diverged, and "
+                      "nothing was saved; likely: --lr 500000 is far above fine-tuning's usual "
+                      "5e-5"], output[-3000:]
+    assert output.index("error: ") < output.index("Traceback")  # the launcher's report after
+    assert "ChildFailedError" in output
+    assert ("| 3/50 [" not in output) if step == 3 else ("| 20/20 [" in output)
+    assert not out.exists() or not any(out.iterdir())
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if str(out) in " ".join(p.info["cmdline"] or [])]
 
 
 def test_accelerate_launch_asked_for_two_processes_without_the_courses_config_is_refused(
