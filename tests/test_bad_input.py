@@ -75,6 +75,23 @@ def checkpoint(tmp_path, without=(), tokenizer_from=None, model_type=None):
     return ["--checkpoint", str(folder)]
 
 
+def tokenizer_beyond_the_embeddings(tmp_path):
+    """A checkpoint folder whose tokenizer is not the model's own and is bigger: the model's
+    2,048 tokens after 3,000 others, so that most words get ids beyond its 2,048 embedding
+    rows (without the check: IndexError, index out of range in self, at the first batch)."""
+    from transformers import AutoTokenizer
+    flags = checkpoint(tmp_path)
+    folder = tmp_path / "my-bert"
+    ids = AutoTokenizer.from_pretrained(folder).get_vocab()
+    vocab = sorted(ids, key=ids.get)
+    for path in folder.iterdir():
+        if path.name.startswith(("tokenizer", "special_tokens", "vocab")):
+            path.unlink()
+    (folder / "vocab.txt").write_text("\n".join(
+        vocab[:5] + [f"filler{i}" for i in range(3000)] + vocab[5:]) + "\n")
+    return flags
+
+
 def a_file(tmp_path):
     (tmp_path / "train.csv").write_text("sentence1,sentence2,label\n")
     return tmp_path / "train.csv"
@@ -531,6 +548,9 @@ CASES.update({
     "a head for 3 labels": ("checkpoint", three_labels,
                             "holds a classification head for 3 labels (classifier.weight), "
                             "and MRPC has 2: save its encoder alone"),
+    "a tokenizer beyond the embeddings": ("checkpoint", tokenizer_beyond_the_embeddings,
+                                          "its tokenizer has 5048 tokens but the model has "
+                                          "2048 embedding rows, so they do not belong together"),
     "a float16 checkpoint": ("checkpoint", float16, "holds float16 weights (its config.json's "
                              "dtype), which transformers loads and the steps train as they are, "
                              "and a float16 training without loss scaling turns NaN"),
