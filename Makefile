@@ -57,8 +57,11 @@ endif
 test: install
 	$(BIN)/python -m pytest $(if $(filter command line,$(origin STEP)),-m step$(STEP)) $(ARGS)
 
-# the unit tests alone: no process started (a test that starts one is marked runs), seconds
+# the lint and format check (ruff, configured in pyproject.toml), then the unit tests alone: no
+# process started (a test that starts one is marked runs), seconds
 test-unit: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -m "not runs" $(ARGS)
 
 # one lesson in the terminal: make lesson STEP=3 (STEP=1: step 1 itself, all new); word by

@@ -2,7 +2,8 @@
 
     python -m accelerate_course.check 3 exercises/step3/train.py   (make check STEP=3 FILE=...)
     python -m accelerate_course.check 3 FILE --json results.json  (and Gradescope's results.json)
-    python -m accelerate_course.check sst2-losses FILE             (a take-home task: make check TASK=...)
+    python -m accelerate_course.check sst2-losses FILE             (a take-home task:
+                                                                    make check TASK=...)
     python -m accelerate_course.check 3 FOLDER                     (the one .py file in FOLDER)
 
 What is graded is a lesson (2, 3 or 4: its exercise) or a take-home task (takehome/<task>/:
@@ -32,11 +33,11 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from accelerate_course import (evidence, lab_runs, measuring, messages, running, sandbox,
-                               takehome)
+from accelerate_course import evidence, lab_runs, measuring, messages, running, sandbox, takehome
 from accelerate_course.diagnosis import model_lost, saved_model_said
 from accelerate_course.messages import joined, language, say, then
-from accelerate_course.steps import FOLDERS, REPO, TRAIN_PY as STEP_FILE
+from accelerate_course.steps import FOLDERS, REPO
+from accelerate_course.steps import TRAIN_PY as STEP_FILE
 
 # seconds one launch of the grader may run (the student's runs, or a reference's): step 3's
 # whole check, all three launches, takes about 40 s on 2 cores
@@ -55,8 +56,14 @@ PREREQUISITE, CORE, FURTHER = "prerequisite", "core", "further"
 # lesson 3 and its tasks rests on what the grader measures from outside the run
 # (accelerate_course/evidence.py). Lessons 2 and 4 are measured from inside alone
 REPORTED_FROM_INSIDE = {"one_group", "trained", "one_printer", "left_group"}
-MEASURED_FROM_OUTSIDE = {"whole_split", "own_predictions", "eval_loss", "one_writer",
-                         "two_machines", "resumes"}
+MEASURED_FROM_OUTSIDE = {
+    "whole_split",
+    "own_predictions",
+    "eval_loss",
+    "one_writer",
+    "two_machines",
+    "resumes",
+}
 
 
 def from_outside(grading, key):
@@ -72,16 +79,29 @@ class Worth(NamedTuple):
 # what each check of a lesson is worth, by step (a take-home task has its own table, in its
 # task.toml); a grade is out of the sum. Each key's words: messages.toml's check.<key>
 POINTS = {
-    2: {"like_step1": Worth(0, PREREQUISITE), "one_group": Worth(2, CORE),
-        "one_model": Worth(1, CORE), "same_training": Worth(2, FURTHER)},
-    3: {"one_group": Worth(0, PREREQUISITE), "trained": Worth(0, PREREQUISITE),
+    2: {
+        "like_step1": Worth(0, PREREQUISITE),
+        "one_group": Worth(2, CORE),
+        "one_model": Worth(1, CORE),
+        "same_training": Worth(2, FURTHER),
+    },
+    3: {
+        "one_group": Worth(0, PREREQUISITE),
+        "trained": Worth(0, PREREQUISITE),
         "whole_split": Worth(3, CORE),
-        "own_predictions": Worth(2, CORE), "one_writer": Worth(1, CORE),
-        "two_machines": Worth(2, CORE), "one_printer": Worth(1, FURTHER),
-        "left_group": Worth(1, FURTHER)},
-    4: {"scored_once": Worth(0, PREREQUISITE), "launched": Worth(2, CORE),
-        "like_step3": Worth(3, CORE), "model_outside": Worth(3, FURTHER),
-        "fixed_shapes": Worth(2, FURTHER)},
+        "own_predictions": Worth(2, CORE),
+        "one_writer": Worth(1, CORE),
+        "two_machines": Worth(2, CORE),
+        "one_printer": Worth(1, FURTHER),
+        "left_group": Worth(1, FURTHER),
+    },
+    4: {
+        "scored_once": Worth(0, PREREQUISITE),
+        "launched": Worth(2, CORE),
+        "like_step3": Worth(3, CORE),
+        "model_outside": Worth(3, FURTHER),
+        "fixed_shapes": Worth(2, FURTHER),
+    },
 }
 
 # the flags of the graded runs where the predictions must mean something: long enough, at a
@@ -109,6 +129,7 @@ def check(key, passed, hint="", **fields):
 
 class Grading(NamedTuple):
     """What one lesson or take-home task is graded on."""
+
     lesson: int  # the lesson whose checks it uses (a key of POINTS)
     points: dict  # {check key: Worth}
     what: str  # how the lines name it, in the class's language ("lesson 3")
@@ -134,6 +155,7 @@ def total(grading):
 
 # ---- what a run measured, said in the lesson's words -------------------------------------
 
+
 def items(grading, n):
     """Return "408 pairs" (a lesson on MRPC) or "400 sentences" (a task's unit)."""
     unit = grading.task.unit if grading.task else "pairs"
@@ -143,8 +165,13 @@ def items(grading, n):
 def split_size(run):
     """Return how many examples the validation split has, as the run's own weights evaluated
     alone counted them (the driver's evaluation on a plain loader)."""
-    return len(run.alone_predictions) if run.alone_predictions else \
-        len(run.alone_labels) if run.alone_labels else measuring.VALIDATION_PAIRS
+    return (
+        len(run.alone_predictions)
+        if run.alone_predictions
+        else len(run.alone_labels)
+        if run.alone_labels
+        else measuring.VALIDATION_PAIRS
+    )
 
 
 def accuracy_and_f1(predictions, labels):
@@ -184,11 +211,17 @@ def written_metric_problem(run):
     """Return why the accuracy and F1 a run wrote are not those of the predictions it wrote,
     against the split's labels (a hint), or "" when they are."""
     accuracy, f1 = accuracy_and_f1(run.predictions, run.alone_labels)
-    for name, value, expected in (("accuracy", run.written_accuracy, accuracy),
-                                  ("F1", run.written_f1, f1)):
+    for name, value, expected in (
+        ("accuracy", run.written_accuracy, accuracy),
+        ("F1", run.written_f1, f1),
+    ):
         if value is not None and abs(value - expected) > METRIC_TOLERANCE:
-            return say("hint.metric_not_from_predictions", metric=name, written=f"{value:.4f}",
-                       expected=f"{expected:.4f}")
+            return say(
+                "hint.metric_not_from_predictions",
+                metric=name,
+                written=f"{value:.4f}",
+                expected=f"{expected:.4f}",
+            )
     if run.written_accuracy is None:
         return say("hint.no_accuracy_written")
     return ""
@@ -201,8 +234,12 @@ def loss_problem(grading, run):
         return say("hint.no_loss_written")
     expected = run.alone_loss
     if abs(run.written_eval_loss - expected) > LOSS_TOLERANCE * abs(expected):
-        return say("hint.loss_not_whole_split", written=f"{run.written_eval_loss:.6f}",
-                   expected=f"{expected:.6f}", split=items(grading, split_size(run)))
+        return say(
+            "hint.loss_not_whole_split",
+            written=f"{run.written_eval_loss:.6f}",
+            expected=f"{expected:.6f}",
+            split=items(grading, split_size(run)),
+        )
     return ""
 
 
@@ -245,12 +282,18 @@ def differing_training(run, reference):
         return say("hint.steps_count", steps=len(mine), reference=len(theirs))
     if mine != theirs:
         middle = len(mine) // 2
-        return say("hint.learning_rate", middle=middle + 1, last=len(mine),
-                   mine=f"{mine[middle]:.2e} / {mine[-1]:.2e}",
-                   theirs=f"{theirs[middle]:.2e} / {theirs[-1]:.2e}")
+        return say(
+            "hint.learning_rate",
+            middle=middle + 1,
+            last=len(mine),
+            mine=f"{mine[middle]:.2e} / {mine[-1]:.2e}",
+            theirs=f"{theirs[middle]:.2e} / {theirs[-1]:.2e}",
+        )
     if run.losses != reference.losses:
-        first = next((i for i, (a, b) in enumerate(zip(run.losses or [], reference.losses))
-                      if a != b), len(reference.losses))
+        first = next(
+            (i for i, (a, b) in enumerate(zip(run.losses or [], reference.losses)) if a != b),
+            len(reference.losses),
+        )
         return say("hint.losses_differ", step=first + 1)
     if run.predictions != reference.predictions:
         differ = sum(a != b for a, b in zip(run.predictions or [], reference.predictions))
@@ -282,21 +325,36 @@ def stopped(run):
     error = re.sub(r"(by peer \S+)\. This is typically caused.*", r"\1", run.error)
     where = f" ({say('hint.at_line', line=run.error_line)})" if run.error_line else ""
     meaning = next((say(m) for text, m in CRASH_MEANINGS if text in run.error), None)
-    return [check("runs", False, say("hint.stopped", error=error) + where
-                  + (f"\n        {say('hint.meaning', meaning=meaning)}" if meaning else ""))]
+    return [
+        check(
+            "runs",
+            False,
+            say("hint.stopped", error=error)
+            + where
+            + (f"\n        {say('hint.meaning', meaning=meaning)}" if meaning else ""),
+        )
+    ]
 
 
 # ---- the checks of each lesson ---------------------------------------------------------
+
 
 def grade_lesson2(grading, one, two, step1, reference):
     """one/two: the candidate's runs on 1 process (PREDICTING_RUN) and on 2; step1: step 1
     on 1 process; reference: the lesson's step on 2 processes."""
     if one.error and two.error:
         return stopped(one)
-    like = not one.error and one.losses == step1.losses and \
-        one.predictions == step1.predictions and not metric_problem(grading, one)
-    like_hint = stopped(one)[0].hint if one.error else \
-        differing_training(one, step1) or metric_problem(grading, one)
+    like = (
+        not one.error
+        and one.losses == step1.losses
+        and one.predictions == step1.predictions
+        and not metric_problem(grading, one)
+    )
+    like_hint = (
+        stopped(one)[0].hint
+        if one.error
+        else differing_training(one, step1) or metric_problem(grading, one)
+    )
     joined_ = not two.error and two.processes_alone == 0 and two.accelerator_processes == 2
     if joined_:
         group_hint = ""
@@ -311,17 +369,26 @@ def grade_lesson2(grading, one, two, step1, reference):
     return [
         check("like_step1", like, like_hint),
         check("one_group", joined_, group_hint, n=2),
-        check("one_model", one_model, say("hint.weights_differ") if joined_ else
-              say("hint.not_one_group_above")),
-        check("same_training", same, differing_training(two, reference) if one_model else
-              say("hint.not_one_model_above") if joined_ else say("hint.not_one_group_above")),
+        check(
+            "one_model",
+            one_model,
+            say("hint.weights_differ") if joined_ else say("hint.not_one_group_above"),
+        ),
+        check(
+            "same_training",
+            same,
+            differing_training(two, reference)
+            if one_model
+            else say("hint.not_one_model_above")
+            if joined_
+            else say("hint.not_one_group_above"),
+        ),
     ]
 
 
 def number(value):
     """Return a number written in metrics.json as a float, or None for anything else."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def seen_from_outside(run):
@@ -332,11 +399,15 @@ def seen_from_outside(run):
     written = evidence.written or {}
     predictions = written.get("predictions")
     return dataclasses.replace(
-        run, predictions=predictions if isinstance(predictions, list) else None,
-        written_accuracy=number(written.get("accuracy")), written_f1=number(written.get("f1")),
+        run,
+        predictions=predictions if isinstance(predictions, list) else None,
+        written_accuracy=number(written.get("accuracy")),
+        written_f1=number(written.get("f1")),
         written_eval_loss=number(written.get("eval_loss")),
-        alone_predictions=evidence.predictions, alone_labels=evidence.labels,
-        alone_loss=evidence.loss)
+        alone_predictions=evidence.predictions,
+        alone_labels=evidence.labels,
+        alone_loss=evidence.loss,
+    )
 
 
 def unreadable(run):
@@ -358,17 +429,29 @@ def unreadable(run):
 def model_problem(run):
     """Return why the run's saved model cannot be evaluated (a hint), or ""."""
     problem = run.outside.model_problem
-    return "" if not problem else say("hint.model_missing") if problem == "missing" else \
-        say("hint.model_link") if problem == "link" else \
-        say("hint.model_unloadable", why=problem)
+    return (
+        ""
+        if not problem
+        else say("hint.model_missing")
+        if problem == "missing"
+        else say("hint.model_link")
+        if problem == "link"
+        else say("hint.model_unloadable", why=problem)
+    )
 
 
 def unreadable_metrics(run):
     """Return why the run's metrics.json cannot be read (a hint), or ""."""
     problem = run.outside.written_problem
-    return "" if run.outside.written is not None else say("hint.metrics_missing") \
-        if problem == "missing" else say("hint.metrics_link") if problem == "link" else \
-        say("hint.metrics_not_json")
+    return (
+        ""
+        if run.outside.written is not None
+        else say("hint.metrics_missing")
+        if problem == "missing"
+        else say("hint.metrics_link")
+        if problem == "link"
+        else say("hint.metrics_not_json")
+    )
 
 
 def whole_split_problem(grading, run, seen):
@@ -380,8 +463,9 @@ def whole_split_problem(grading, run, seen):
     if written is None:
         return say("hint.no_predictions_written")
     if len(written) != pairs:
-        return scored_problem(grading, run) or say("hint.predictions_for", count=len(written),
-                                                   split=items(grading, pairs))
+        return scored_problem(grading, run) or say(
+            "hint.predictions_for", count=len(written), split=items(grading, pairs)
+        )
     return written_metric_problem(seen)
 
 
@@ -392,8 +476,12 @@ def writes_problem(run):
     metrics, saves = run.outside.metrics_writes, run.outside.model_saves
     if metrics is None:
         return voice_problem(run, "writes")
-    return joined([say("hint.metrics_writes", n=metrics) if metrics != 1 else "",
-                   say("hint.model_saves", n=saves) if saves != 1 else ""])
+    return joined(
+        [
+            say("hint.metrics_writes", n=metrics) if metrics != 1 else "",
+            say("hint.model_saves", n=saves) if saves != 1 else "",
+        ]
+    )
 
 
 def grade_lesson3(grading, run, reference, unseen, resumed=None):
@@ -407,32 +495,51 @@ def grade_lesson3(grading, run, reference, unseen, resumed=None):
     seen = seen_from_outside(run)
     cannot = unreadable(run)
     pairs = split_size(seen)
-    joined_ = run.processes_alone == 0 and run.accelerator_processes == 2 and \
-        run.distributed_type == "DistributedType.MULTI_CPU"
+    joined_ = (
+        run.processes_alone == 0
+        and run.accelerator_processes == 2
+        and run.distributed_type == "DistributedType.MULTI_CPU"
+    )
     steps, reference_steps = len(run.learning_rates), len(reference.learning_rates)
     trained = steps == reference_steps and run.weights == reference.weights
-    trained_hint = say("hint.no_training") if not steps else \
-        say("hint.steps_count", steps=steps, reference=reference_steps) \
-        if steps != reference_steps else say("hint.weights_not_reference")
+    trained_hint = (
+        say("hint.no_training")
+        if not steps
+        else say("hint.steps_count", steps=steps, reference=reference_steps)
+        if steps != reference_steps
+        else say("hint.weights_not_reference")
+    )
     # the model saved must be the trained one: the reference is the course's own code, run by
     # the grader after the file's processes have ended, so what it reports is trusted (its
     # saved folder is not: on 2 processes, two saves may replace each other)
     whole = unreadable_metrics(run) or whole_split_problem(grading, run, seen)
-    own = cannot or metric_problem(grading, seen) or (
-        say("hint.saved_not_trained") if run.outside.weights != reference.weights else "") \
+    own = (
+        cannot
+        or metric_problem(grading, seen)
+        or (say("hint.saved_not_trained") if run.outside.weights != reference.weights else "")
         or unseen_predictions_problem(grading, unseen)
+    )
     checks = [
-        check("one_group", joined_, say("hint.alone", alone=run.processes_alone,
-                                         started=run.processes_started)
-              if run.processes_alone else say("hint.group_size", n=run.accelerator_processes,
-                                              kind=run.distributed_type), n=2),
+        check(
+            "one_group",
+            joined_,
+            say("hint.alone", alone=run.processes_alone, started=run.processes_started)
+            if run.processes_alone
+            else say("hint.group_size", n=run.accelerator_processes, kind=run.distributed_type),
+            n=2,
+        ),
         check("trained", trained, trained_hint, steps=reference_steps),
         check("whole_split", not whole, whole, split=items(grading, pairs)),
         check("own_predictions", not own, own),
     ]
     if "eval_loss" in grading.points:
-        checks.append(check("eval_loss", not cannot and not loss_problem(grading, seen),
-                            cannot or loss_problem(grading, seen)))
+        checks.append(
+            check(
+                "eval_loss",
+                not cannot and not loss_problem(grading, seen),
+                cannot or loss_problem(grading, seen),
+            )
+        )
     checks += [
         check("one_writer", not writes_problem(run), writes_problem(run)),
         check("one_printer", run.printed == 1 and run.bars == 1, voice_problem(run, "prints")),
@@ -452,8 +559,11 @@ def resume_problem(run, resumed):
     are those `run` saved, tensor for tensor (read by the grader from both weights files,
     whether or not they load into the model)."""
     state = Path(run.folder) / "output" / "state"
-    held = ", ".join(sorted(p.name for p in state.iterdir())) if state.is_dir() and \
-        not state.is_symlink() else ""
+    held = (
+        ", ".join(sorted(p.name for p in state.iterdir()))
+        if state.is_dir() and not state.is_symlink()
+        else ""
+    )
     if resumed is None or not held:
         return say("hint.no_state")
     if resumed.error:
@@ -488,8 +598,13 @@ def two_machines_check(grading, run):
         return check("two_machines", False, stopped(run)[0].hint, batch=batch)
     seen = seen_from_outside(run)
     # the count of predictions said once: by the scoring, else by the metric
-    problems = [unreadable_metrics(run) or whole_split_problem(grading, run, seen)
-                or unreadable(run) or metric_problem(grading, seen), writes_problem(run)]
+    problems = [
+        unreadable_metrics(run)
+        or whole_split_problem(grading, run, seen)
+        or unreadable(run)
+        or metric_problem(grading, seen),
+        writes_problem(run),
+    ]
     if "eval_loss" in grading.points and not unreadable(run):
         problems.append(loss_problem(grading, seen))
     return check("two_machines", not any(problems), joined(problems), batch=batch)
@@ -500,27 +615,37 @@ def grade_lesson4(grading, run, step3):
     the course's step 3 on 2 processes, dropout off (both PREDICTING_RUN)."""
     if run.error:
         return stopped(run)
-    scored = joined([scored_problem(grading, run) or metric_problem(grading, run),
-                     voice_problem(run, "writes")])
-    launched = run.processes_alone == 0 and run.processes_reporting == 2 and \
-        run.accelerator_processes == 2
-    launched_hint = say("hint.launched_one", n=run.processes_reporting) \
-        if run.processes_reporting < 2 else say("hint.alone", alone=run.processes_alone,
-                                                started=run.processes_started)
+    scored = joined(
+        [scored_problem(grading, run) or metric_problem(grading, run), voice_problem(run, "writes")]
+    )
+    launched = (
+        run.processes_alone == 0 and run.processes_reporting == 2 and run.accelerator_processes == 2
+    )
+    launched_hint = (
+        say("hint.launched_one", n=run.processes_reporting)
+        if run.processes_reporting < 2
+        else say("hint.alone", alone=run.processes_alone, started=run.processes_started)
+    )
     outside = run.models_created_before >= 1 and run.models_created_inside == 0
     fixed = run.lengths == [128]
-    like = launched and run.predictions == step3.predictions and \
-        close(run.losses or [], step3.losses)
-    like_hint = say("hint.not_launched_above") if not launched else \
-        differing_training(run, step3) or say("hint.losses_not_close")
+    like = (
+        launched and run.predictions == step3.predictions and close(run.losses or [], step3.losses)
+    )
+    like_hint = (
+        say("hint.not_launched_above")
+        if not launched
+        else differing_training(run, step3) or say("hint.losses_not_close")
+    )
     return [
         check("scored_once", not scored, scored, split=items(grading, split_size(run))),
         check("launched", launched, launched_hint, n=2),
         check("like_step3", like, like_hint),
-        check("model_outside", outside, say("hint.model_inside",
-                                            n=run.models_created_inside)),
-        check("fixed_shapes", fixed, say("hint.lengths", n=len(run.lengths),
-                                         lengths=", ".join(map(str, run.lengths[:6])))),
+        check("model_outside", outside, say("hint.model_inside", n=run.models_created_inside)),
+        check(
+            "fixed_shapes",
+            fixed,
+            say("hint.lengths", n=len(run.lengths), lengths=", ".join(map(str, run.lengths[:6]))),
+        ),
     ]
 
 
@@ -560,53 +685,128 @@ def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT, user
     needed = {
         # each set: the candidates in a launch of their own, as `user`, then the course's
         # references in one of theirs, in a folder the user cannot read
-        2: {ONE_PROCESS: lambda: reference_after(
-                graded_launch(candidates, folder / "one", None, user,
-                              lambda popen: lab_runs.run_batches(
-                                  [one_process_batch(candidates, folder / "one")], time_limit,
-                                  popen)[0]),
-                lambda: lab_runs.run_batches([one_process_batch(
-                    {"step1": STEP_FILE[1]}, folder / "reference" / "one")], time_limit)[0]),
+        2: {
+            ONE_PROCESS: lambda: reference_after(
+                graded_launch(
+                    candidates,
+                    folder / "one",
+                    None,
+                    user,
+                    lambda popen: lab_runs.run_batches(
+                        [one_process_batch(candidates, folder / "one")], time_limit, popen
+                    )[0],
+                ),
+                lambda: lab_runs.run_batches(
+                    [one_process_batch({"step1": STEP_FILE[1]}, folder / "reference" / "one")],
+                    time_limit,
+                )[0],
+            ),
             TWO_PROCESSES: lambda: reference_after(
-                graded_launch(candidates, folder / "two", None, user,
-                              lambda popen: lab_runs.run_scripts(
-                                  2, candidates, folder / "two", time_limit=time_limit,
-                                  popen=popen)),
-                lambda: lab_runs.run_scripts(2, {REFERENCE: reference},
-                                             folder / "reference" / "two",
-                                             time_limit=time_limit))},
+                graded_launch(
+                    candidates,
+                    folder / "two",
+                    None,
+                    user,
+                    lambda popen: lab_runs.run_scripts(
+                        2, candidates, folder / "two", time_limit=time_limit, popen=popen
+                    ),
+                ),
+                lambda: lab_runs.run_scripts(
+                    2, {REFERENCE: reference}, folder / "reference" / "two", time_limit=time_limit
+                ),
+            ),
+        },
         # the candidates in a launch of their own, before the reference's: a collective only
         # some of their processes join ends their launch (the others leave), instead of
         # meeting the reference's collectives
-        3: {TWO_PROCESSES: lambda: reference_after(
-                graded_launch(candidates, folder / "yours", flags, user,
-                              lambda popen: lab_runs.run_scripts(
-                                  3, {name: (path, {}, [*flags, *state_flags])
-                                      for name, path in candidates.items()},
-                                  folder / "yours", flags, time_limit=time_limit, popen=popen)),
-                lambda: lab_runs.run_scripts(3, {REFERENCE: reference}, folder / "reference",
-                                             flags, time_limit=time_limit)),
+        3: {
+            TWO_PROCESSES: lambda: reference_after(
+                graded_launch(
+                    candidates,
+                    folder / "yours",
+                    flags,
+                    user,
+                    lambda popen: lab_runs.run_scripts(
+                        3,
+                        {
+                            name: (path, {}, [*flags, *state_flags])
+                            for name, path in candidates.items()
+                        },
+                        folder / "yours",
+                        flags,
+                        time_limit=time_limit,
+                        popen=popen,
+                    ),
+                ),
+                lambda: lab_runs.run_scripts(
+                    3, {REFERENCE: reference}, folder / "reference", flags, time_limit=time_limit
+                ),
+            ),
             # a task with a resume: a new launch goes on from the state each candidate saved
-            **({RESUMED: lambda: graded_launch(
-                candidates, folder / "resumed", flags, user,
-                lambda popen: lab_runs.run_scripts(
-                    3, {name: (path, {}, [*flags, *grading.task.resume_flags,
-                                          str(folder / "yours" / name / "output" / "state")])
-                        for name, path in candidates.items()},
-                    folder / "resumed", flags, time_limit=time_limit, popen=popen))}
-               if state_flags else {}),
+            **(
+                {
+                    RESUMED: lambda: graded_launch(
+                        candidates,
+                        folder / "resumed",
+                        flags,
+                        user,
+                        lambda popen: lab_runs.run_scripts(
+                            3,
+                            {
+                                name: (
+                                    path,
+                                    {},
+                                    [
+                                        *flags,
+                                        *grading.task.resume_flags,
+                                        str(folder / "yours" / name / "output" / "state"),
+                                    ],
+                                )
+                                for name, path in candidates.items()
+                            },
+                            folder / "resumed",
+                            flags,
+                            time_limit=time_limit,
+                            popen=popen,
+                        ),
+                    )
+                }
+                if state_flags
+                else {}
+            ),
             TWO_MACHINES: lambda: graded_launch(
-                candidates, folder / "unseen", unseen_flags, user,
+                candidates,
+                folder / "unseen",
+                unseen_flags,
+                user,
                 lambda popen: lab_runs.run_on_two_machines(
-                    3, candidates, folder / "unseen", unseen_flags, time_limit, popen=popen))},
-        4: {TWO_PROCESSES: lambda: graded_launch(
-                candidates, folder / "two", None, user,
+                    3, candidates, folder / "unseen", unseen_flags, time_limit, popen=popen
+                ),
+            ),
+        },
+        4: {
+            TWO_PROCESSES: lambda: graded_launch(
+                candidates,
+                folder / "two",
+                None,
+                user,
                 lambda popen: lab_runs.run_scripts(
-                    4, candidates, folder / "two", step4_flags(folder), time_limit=time_limit,
-                    popen=popen)),
+                    4,
+                    candidates,
+                    folder / "two",
+                    step4_flags(folder),
+                    time_limit=time_limit,
+                    popen=popen,
+                ),
+            ),
             STEP3_REFERENCE: lambda: lab_runs.run_scripts(
-                3, {REFERENCE: STEP_FILE[3]}, folder / "reference" / "step3",
-                step4_flags(folder), time_limit=time_limit)},
+                3,
+                {REFERENCE: STEP_FILE[3]},
+                folder / "reference" / "step3",
+                step4_flags(folder),
+                time_limit=time_limit,
+            ),
+        },
     }[grading.lesson]
     runs = {}
     for name, run in needed.items():
@@ -616,8 +816,12 @@ def runs_for(grading, candidates, folder, made=None, time_limit=TIME_LIMIT, user
     if grading.lesson == 3:  # sets made elsewhere: their candidates measured from outside too
         settings = {TWO_PROCESSES: flags, TWO_MACHINES: unseen_flags, RESUMED: flags}
         for name in set(made) & set(runs):
-            runs[name] = {**runs[name], **measured_outside(
-                {c: run for c, run in runs[name].items() if c in candidates}, settings[name])}
+            runs[name] = {
+                **runs[name],
+                **measured_outside(
+                    {c: run for c, run in runs[name].items() if c in candidates}, settings[name]
+                ),
+            }
     return runs
 
 
@@ -625,10 +829,17 @@ def measured_outside(runs, flags, writes=None):
     """Return runs ({name: Run}) with what each left measured from outside (Run.outside),
     where it is not yet; writes: {name: evidence.Writes} counted while they ran (a run made
     elsewhere, by the tests' shared launches, has its writes reported from inside)."""
-    return {name: run if run.outside is not None else dataclasses.replace(
-        run, outside=evidence.measured(Path(run.folder) / "output", flags,
-                                       writes[name].counted if writes else (None, None)))
-        for name, run in runs.items()}
+    return {
+        name: run
+        if run.outside is not None
+        else dataclasses.replace(
+            run,
+            outside=evidence.measured(
+                Path(run.folder) / "output", flags, writes[name].counted if writes else (None, None)
+            ),
+        )
+        for name, run in runs.items()
+    }
 
 
 def graded_launch(candidates, batch_folder, flags, user, launch):
@@ -647,8 +858,11 @@ def graded_launch(candidates, batch_folder, flags, user, launch):
             user.scratch(batch_folder / name / "output")
         scratch = user.scratch(batch_folder / "scratch")
         popen = dict(user.popen(), environment=lambda env: user.environment(env, scratch))
-    writes = {name: evidence.Writes(batch_folder / name / "output")
-              for name in candidates} if flags is not None else {}
+    writes = (
+        {name: evidence.Writes(batch_folder / name / "output") for name in candidates}
+        if flags is not None
+        else {}
+    )
     with contextlib.ExitStack() as watching:
         for watch in writes.values():
             watching.enter_context(watch)
@@ -667,16 +881,24 @@ def not_read_by_a_graded_run():
     stops at its open. In a teacher's private copy, the take-home tasks' solutions too
     (accelerate_course/private_copy.py)."""
     return [REPO / folder for folder in FOLDERS.values()] + [
-        REPO / "tests", REPO / "tests" / "helpers",
-        *([REPO / "solutions"] if (REPO / "solutions").is_dir() else [])]
+        REPO / "tests",
+        REPO / "tests" / "helpers",
+        *([REPO / "solutions"] if (REPO / "solutions").is_dir() else []),
+    ]
 
 
 def one_process_batch(scripts, folder):
     """Return a launch of lesson 2's ONE_PROCESS set, ready to run (lab_runs.LabBatch): the
     scripts (the candidates, or step 1) on 1 process, with PREDICTING_RUN's flags."""
-    return lab_runs.lab_batch(2, scripts, Path(folder),
-                              PREDICTING_RUN, processes=1, launcher="accelerate",
-                              evaluate_alone=True)
+    return lab_runs.lab_batch(
+        2,
+        scripts,
+        Path(folder),
+        PREDICTING_RUN,
+        processes=1,
+        launcher="accelerate",
+        evaluate_alone=True,
+    )
 
 
 def every_run_stopped(runs, names):
@@ -697,7 +919,7 @@ def step4_flags(folder):
     lab_runs.lab_flags), for PREDICTING_RUN's steps at its learning rate."""
     flags = lab_runs.lab_flags(4, folder)
     at = flags.index("--max-train-steps")
-    return [*flags[:at], *flags[at + 2:], *PREDICTING_RUN]
+    return [*flags[:at], *flags[at + 2 :], *PREDICTING_RUN]
 
 
 def grade(grading, name, runs):
@@ -706,22 +928,36 @@ def grade(grading, name, runs):
         return stopped(runs[TWO_PROCESSES][name])  # its own line, before any comparison
     if grading.lesson == 2:
         # no reference run where every candidate stopped (reference_after): none is read
-        return grade_lesson2(grading, runs[ONE_PROCESS][name], runs[TWO_PROCESSES][name],
-                             runs[ONE_PROCESS].get("step1"), runs[TWO_PROCESSES].get(REFERENCE))
+        return grade_lesson2(
+            grading,
+            runs[ONE_PROCESS][name],
+            runs[TWO_PROCESSES][name],
+            runs[ONE_PROCESS].get("step1"),
+            runs[TWO_PROCESSES].get(REFERENCE),
+        )
     if grading.lesson == 3:
-        return grade_lesson3(grading, runs[TWO_PROCESSES][name], runs[TWO_PROCESSES][REFERENCE],
-                             runs.get(TWO_MACHINES, {}).get(name), runs.get(RESUMED, {}).get(name))
+        return grade_lesson3(
+            grading,
+            runs[TWO_PROCESSES][name],
+            runs[TWO_PROCESSES][REFERENCE],
+            runs.get(TWO_MACHINES, {}).get(name),
+            runs.get(RESUMED, {}).get(name),
+        )
     return grade_lesson4(grading, runs[TWO_PROCESSES][name], runs[STEP3_REFERENCE][REFERENCE])
 
 
 # ---- the score ---------------------------------------------------------------------------
 
+
 def blocking(grading, checks, core_gate=False):
     """Return the failed checks that keep every check from scoring: a prerequisite, a check
     that stopped grading (not in the points table), and with the core gate a core check."""
     blocks = {PREREQUISITE, CORE} if core_gate else {PREREQUISITE}
-    return [c for c in checks if not c.passed and
-            (c.key not in grading.points or grading.points[c.key].kind in blocks)]
+    return [
+        c
+        for c in checks
+        if not c.passed and (c.key not in grading.points or grading.points[c.key].kind in blocks)
+    ]
 
 
 def outside_failed(grading, checks):
@@ -746,8 +982,12 @@ def why_unscored(grading, checks, c, core_gate=False):
 def points(grading, checks, core_gate=False):
     """Return {check key: points it scored}: its points when it passed and nothing keeps it
     from scoring (why_unscored), else 0."""
-    return {c.key: grading.points[c.key].points if c.passed and c.key in grading.points and
-            not why_unscored(grading, checks, c, core_gate) else 0 for c in checks}
+    return {
+        c.key: grading.points[c.key].points
+        if c.passed and c.key in grading.points and not why_unscored(grading, checks, c, core_gate)
+        else 0
+        for c in checks
+    }
 
 
 def score(grading, checks, core_gate=False):
@@ -758,17 +998,28 @@ def score(grading, checks, core_gate=False):
 def points_table():
     """Return, as a Markdown table, what each check of each lesson and take-home task is worth:
     its prerequisites (no point), its core checks and its further ones (docs/classroom.md)."""
-    lines = ["| graded | prerequisites (no points) | core checks: points | further checks: points "
-             "| out of |", "|---|---|---|---|---|"]
-    gradings = [grading_of(str(step)) for step in POINTS] + \
-        [grading_of(name) for name in takehome.tasks()]
+    lines = [
+        "| graded | prerequisites (no points) | core checks: points | further checks: points "
+        "| out of |",
+        "|---|---|---|---|---|",
+    ]
+    gradings = [grading_of(str(step)) for step in POINTS] + [
+        grading_of(name) for name in takehome.tasks()
+    ]
     for grading in gradings:
+
         def cells(kind):
-            return ", ".join(f"{key}" + ("" if kind == PREREQUISITE else f": {worth.points}")
-                             for key, worth in grading.points.items() if worth.kind == kind)
+            return ", ".join(
+                f"{key}" + ("" if kind == PREREQUISITE else f": {worth.points}")
+                for key, worth in grading.points.items()  # noqa: B023 (called in this iteration)
+                if worth.kind == kind
+            )
+
         what = grading.task.name if grading.task else f"lesson {grading.lesson}"
-        lines.append(f"| {what} | {cells(PREREQUISITE)} | {cells(CORE)} | {cells(FURTHER)} "
-                     f"| {total(grading)} |")
+        lines.append(
+            f"| {what} | {cells(PREREQUISITE)} | {cells(CORE)} | {cells(FURTHER)} "
+            f"| {total(grading)} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -802,30 +1053,53 @@ def results(grading, path, checks, seconds, core_gate=False):
     for c in checks:
         worth = grading.points.get(c.key)
         output = c.hint if not c.passed else why_unscored(grading, checks, c, core_gate)
-        tests.append({
-            "name": c.name + (f" ({say('grade.prerequisite')})"
-                              if worth and worth.kind == PREREQUISITE else ""),
-            "score": by_key[c.key],
-            "max_score": out_of if stopped_ else worth.points if worth else 0,
-            "status": "passed" if c.passed else "failed",
-            "output": output, "visibility": "visible",
-            "extra_data": {"check": c.key, "kind": worth.kind if worth else "stops grading",
-                           "measured": "from outside the run" if from_outside(grading, c.key)
-                           else "reported from inside the run"}})
+        tests.append(
+            {
+                "name": c.name
+                + (
+                    f" ({say('grade.prerequisite')})"
+                    if worth and worth.kind == PREREQUISITE
+                    else ""
+                ),
+                "score": by_key[c.key],
+                "max_score": out_of if stopped_ else worth.points if worth else 0,
+                "status": "passed" if c.passed else "failed",
+                "output": output,
+                "visibility": "visible",
+                "extra_data": {
+                    "check": c.key,
+                    "kind": worth.kind if worth else "stops grading",
+                    "measured": "from outside the run"
+                    if from_outside(grading, c.key)
+                    else "reported from inside the run",
+                },
+            }
+        )
     summary = say("grade.summary", path=path, what=grading.what, scored=scored, out_of=out_of)
-    return {"score": scored, "execution_time": round(seconds),
-            "output": then(summary, reason),
-            "visibility": "visible", "stdout_visibility": "visible", "tests": tests}
+    return {
+        "score": scored,
+        "execution_time": round(seconds),
+        "output": then(summary, reason),
+        "visibility": "visible",
+        "stdout_visibility": "visible",
+        "tests": tests,
+    }
 
 
 def refused(message, **fields):
     """Return results.json for a submission graded as nothing (no file to grade): score 0, one
     line."""
-    return {"score": 0, "output": say(message, **fields), "visibility": "visible",
-            "stdout_visibility": "visible", "tests": []}
+    return {
+        "score": 0,
+        "output": say(message, **fields),
+        "visibility": "visible",
+        "stdout_visibility": "visible",
+        "tests": [],
+    }
 
 
 # ---- before anything is launched ---------------------------------------------------------
+
 
 class NoFile(Exception):
     """There is no one file to grade: its message is the one line to print."""
@@ -870,31 +1144,52 @@ def before_launch(path):
     code, docstrings and comments aside, neither runs nor imports the course's step files)."""
     notebook = path.with_suffix(".ipynb")
     if notebook.exists() and notebook.stat().st_mtime > path.stat().st_mtime + 1:
-        return [check("saved_last", False, say("hint.notebook_newer", notebook=notebook,
-                                               file=path.name))]
+        return [
+            check(
+                "saved_last", False, say("hint.notebook_newer", notebook=notebook, file=path.name)
+            )
+        ]
     text = path.read_text(errors="replace")
     try:
         tree = ast.parse(text, str(path))
     except SyntaxError as error:
-        return [check("valid_python", False, say("hint.syntax", line=error.lineno,
-                                                 error=error.msg, file=path))]
-    docstrings = {id(body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
-                  and (body := node.body) and isinstance(body[0], ast.Expr)
-                  and isinstance(body[0].value, ast.Constant)}
+        return [
+            check(
+                "valid_python",
+                False,
+                say("hint.syntax", line=error.lineno, error=error.msg, file=path),
+            )
+        ]
+    docstrings = {
+        id(body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+        and (body := node.body)
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+    }
     uses_reference = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and id(node) not in docstrings:
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+        ):
             uses_reference |= {folder for folder in FOLDERS.values() if folder in node.value}
-        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(
-            node, ast.Attribute) else None
+        name = (
+            node.id
+            if isinstance(node, ast.Name)
+            else node.attr
+            if isinstance(node, ast.Attribute)
+            else None
+        )
         if name in ("exec", "runpy", "importlib", "__import__", "run_path", "import_module"):
             uses_reference.add(name)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [alias.name for alias in node.names] + [getattr(node, "module", "") or ""]
-            uses_reference |= {m for m in modules if m.split(".")[0] in
-                               ("runpy", "importlib", *FOLDERS.values())}
+            uses_reference |= {
+                m for m in modules if m.split(".")[0] in ("runpy", "importlib", *FOLDERS.values())
+            }
     if uses_reference:
         return [check("own_code", False, say("hint.uses", names=", ".join(sorted(uses_reference))))]
     if not any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body):
@@ -905,16 +1200,26 @@ def before_launch(path):
 
 # ---- running it ------------------------------------------------------------------------
 
+
 def graded_within(grading, path, folder, time_limit, user=None):
     """Return the Checks of the file: its runs graded, or one failing Check when a launch ran
     past the time limit, or failed in a way that is not a run's own error. user: the
     sandbox.GradedUser its runs run as (None: as the grader)."""
     try:
-        return grade(grading, "yours", runs_for(grading, {"yours": path.resolve()}, folder,
-                                                time_limit=time_limit, user=user))
+        return grade(
+            grading,
+            "yours",
+            runs_for(grading, {"yours": path.resolve()}, folder, time_limit=time_limit, user=user),
+        )
     except running.TimeLimitReached as stopped_:
-        return [check("time_limit", False, say("hint.time_limit", seconds=round(stopped_.seconds)),
-                      seconds=time_limit)]
+        return [
+            check(
+                "time_limit",
+                False,
+                say("hint.time_limit", seconds=round(stopped_.seconds)),
+                seconds=time_limit,
+            )
+        ]
     except lab_runs.LaunchFailed as failed:
         return [check("runs", False, say("hint.stopped", error=failed.last_line))]
 
@@ -934,8 +1239,13 @@ def needed_to_read(copy):
     """Return what a graded run reads: the Python that runs it, the course, the installed
     packages, the file."""
     import torch
-    return [Path(sys.executable).resolve(), Path(running.__file__).resolve().parent / "lab_driver.py",
-            Path(torch.__file__).resolve(), copy]
+
+    return [
+        Path(sys.executable).resolve(),
+        Path(running.__file__).resolve().parent / "lab_driver.py",
+        Path(torch.__file__).resolve(),
+        copy,
+    ]
 
 
 def print_checks(grading, checks, out=sys.stdout, core_gate=False):
@@ -945,41 +1255,67 @@ def print_checks(grading, checks, out=sys.stdout, core_gate=False):
     for c in checks:
         worth = grading.points.get(c.key)
         marks = say("grade.pass"), say("grade.fail")  # as wide as each other (通过, 未通过)
-        mark = messages.padded(marks[0] if c.passed else marks[1],
-                               max(map(messages.width, marks)))
-        worth_said = "" if stopped_grading(grading, checks) or worth is None else \
-            f"  [{say('grade.prerequisite')}]" if worth.kind == PREREQUISITE else \
-            f"  [{say('grade.points', scored=by_key[c.key], worth=worth.points)}]"
+        mark = messages.padded(marks[0] if c.passed else marks[1], max(map(messages.width, marks)))
+        worth_said = (
+            ""
+            if stopped_grading(grading, checks) or worth is None
+            else f"  [{say('grade.prerequisite')}]"
+            if worth.kind == PREREQUISITE
+            else f"  [{say('grade.points', scored=by_key[c.key], worth=worth.points)}]"
+        )
         print(f"  {mark}  {c.name}{worth_said}", file=out)
         if not c.passed:
             print(f"        {say('grade.hint', hint=c.hint)}", file=out)
-        elif why_unscored(grading, checks, c, core_gate) and not blocking(grading, checks,
-                                                                          core_gate):
+        elif why_unscored(grading, checks, c, core_gate) and not blocking(
+            grading, checks, core_gate
+        ):
             print(f"        {why_unscored(grading, checks, c, core_gate)}", file=out)
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.check",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("what", help=f"the lesson ({', '.join(map(str, POINTS))}) or the "
-                                     f"take-home task ({', '.join(takehome.tasks()) or 'none'})")
-    parser.add_argument("file", type=Path, help="the file to grade, its notebook, or a folder "
-                                                "holding one .py file")
-    parser.add_argument("--time-limit", type=int, default=TIME_LIMIT, metavar="SECONDS",
-                        help=f"stop a launch that runs longer (default {TIME_LIMIT}; more on a "
-                             "slow machine)")
-    parser.add_argument("--json", type=Path, metavar="RESULTS_JSON",
-                        help="also write the grade in Gradescope's results.json format")
-    parser.add_argument("--core-gate", action="store_true",
-                        help="no check scores while a core check fails (default: each check "
-                             "scores its points when it passes)")
+    parser = argparse.ArgumentParser(
+        prog="python -m accelerate_course.check", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "what",
+        help=f"the lesson ({', '.join(map(str, POINTS))}) or the "
+        f"take-home task ({', '.join(takehome.tasks()) or 'none'})",
+    )
+    parser.add_argument(
+        "file", type=Path, help="the file to grade, its notebook, or a folder holding one .py file"
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=int,
+        default=TIME_LIMIT,
+        metavar="SECONDS",
+        help=f"stop a launch that runs longer (default {TIME_LIMIT}; more on a slow machine)",
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="also write the grade in Gradescope's results.json format",
+    )
+    parser.add_argument(
+        "--core-gate",
+        action="store_true",
+        help="no check scores while a core check fails (default: each check "
+        "scores its points when it passes)",
+    )
     args = parser.parse_args()
     language()  # an unknown COURSE_LANG: one line, before anything
     grading = grading_of(args.what)
     if grading is None:
-        sys.exit("error: " + say("submission.unknown", what=args.what,
-                                 lessons=", ".join(map(str, POINTS)),
-                                 tasks=", ".join(takehome.tasks()) or "-"))
+        sys.exit(
+            "error: "
+            + say(
+                "submission.unknown",
+                what=args.what,
+                lessons=", ".join(map(str, POINTS)),
+                tasks=", ".join(takehome.tasks()) or "-",
+            )
+        )
     try:
         path = graded_file(args.file, grading)
     except NoFile as nothing:
@@ -992,8 +1328,11 @@ def main():
         print(say("grade.graded_instead", given=args.file, file=path), flush=True)
     checks = before_launch(path)
     no_root = sandbox.without_root()
-    folder = Path(tempfile.mkdtemp(prefix=f"check-{args.what}-",
-                                   dir=None if no_root else sandbox.enterable_temp()))
+    folder = Path(
+        tempfile.mkdtemp(
+            prefix=f"check-{args.what}-", dir=None if no_root else sandbox.enterable_temp()
+        )
+    )
     # what the launches write in a temporary folder (torch's launcher's logs) goes in this one
     # too, removed with it at the end
     (folder / "tmp").mkdir()
@@ -1031,8 +1370,19 @@ def main():
     seconds = time.perf_counter() - start
     scored, out_of = score(grading, checks, args.core_gate)
     reason = no_points_reason(grading, checks, args.core_gate)
-    print(then(say("grade.total", passed=len(checks) - failed, checks=len(checks),
-                   seconds=f"{seconds:.0f}", scored=scored, out_of=out_of), reason))
+    print(
+        then(
+            say(
+                "grade.total",
+                passed=len(checks) - failed,
+                checks=len(checks),
+                seconds=f"{seconds:.0f}",
+                scored=scored,
+                out_of=out_of,
+            ),
+            reason,
+        )
+    )
     if left:
         print(say("grade.ended_left", n=left))
     if args.json:
@@ -1043,8 +1393,7 @@ def main():
 
 def write_results(path, results_json):
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results_json, indent=1, ensure_ascii=False) + "\n",
-                    encoding="utf-8")
+    path.write_text(json.dumps(results_json, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

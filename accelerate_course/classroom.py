@@ -1,8 +1,11 @@
 """A graded lab, for a teacher: the repository a class clones, and a Gradescope autograder.
 
-    python -m accelerate_course.classroom template 3 OUT              (make student-template STEP=3 OUT=...)
-    python -m accelerate_course.classroom template sst2-losses OUT    (make student-template TASK=... OUT=...)
-    python -m accelerate_course.classroom gradescope 3 OUT            (make gradescope STEP=3 OUT=...)
+    python -m accelerate_course.classroom template 3 OUT
+        (make student-template STEP=3 OUT=...)
+    python -m accelerate_course.classroom template sst2-losses OUT
+        (make student-template TASK=... OUT=...)
+    python -m accelerate_course.classroom gradescope 3 OUT
+        (make gradescope STEP=3 OUT=...)
 
 What is graded: a lesson (2, 3, 4: its exercise) or a take-home task (takehome/<task>/).
 template: the students' repository, with nothing of a lesson's solution (the steps before
@@ -28,11 +31,25 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from accelerate_course import (check, exercise, install, lab_runs, measuring, messages,
-                               published, takehome)
+from accelerate_course import (
+    check,
+    exercise,
+    install,
+    lab_runs,
+    measuring,
+    messages,
+    published,
+    takehome,
+)
 from accelerate_course.messages import say
-from accelerate_course.steps import (FOLDERS, REPO, TRAIN_PY, docstring_end, lesson_hunks,
-                                     lesson_lines)
+from accelerate_course.steps import (
+    FOLDERS,
+    REPO,
+    TRAIN_PY,
+    docstring_end,
+    lesson_hunks,
+    lesson_lines,
+)
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -57,8 +74,9 @@ def lesson_text(step):
     its asides about the page's tables (the lab has none)."""
     page = (REPO / FOLDERS[step] / "README.md").read_text()
     prose = page.split("<!-- BEGIN", 1)[0].strip().split("\n\n")
-    text = "\n\n".join(part for part in prose[1:] if not part.startswith(("[The course]",
-                                                                          "*In class:*")))
+    text = "\n\n".join(
+        part for part in prose[1:] if not part.startswith(("[The course]", "*In class:*"))
+    )
     return re.sub(r" \([^()]*\btable\b[^()]*\)", "", text)
 
 
@@ -69,10 +87,18 @@ def solution_lines(step):
     before, after = lesson_lines(step)
     known = {line.split("  #")[0].strip() for line in before}
     code = docstring_end(after) + 1
-    added = (after[j].split("  #")[0].strip() for hunk in lesson_hunks(step)
-             for j in range(max(hunk.j1, code), hunk.j2))
-    return sorted({line for line in added if line not in known and not line.startswith("#")
-                   and any(c.isalnum() for c in line)})
+    added = (
+        after[j].split("  #")[0].strip()
+        for hunk in lesson_hunks(step)
+        for j in range(max(hunk.j1, code), hunk.j2)
+    )
+    return sorted(
+        {
+            line
+            for line in added
+            if line not in known and not line.startswith("#") and any(c.isalnum() for c in line)
+        }
+    )
 
 
 def solution_found(lines, folder):
@@ -89,6 +115,7 @@ def solution_found(lines, folder):
 
 # ---- what the grader needs, and nothing more -------------------------------------------
 
+
 def grader_modules():
     """Return the paths (relative to the course) of the course's own modules the grader runs:
     accelerate_course.check and the lab's driver, and what they import, read from their
@@ -104,11 +131,15 @@ def grader_modules():
             if isinstance(node, ast.ImportFrom) and node.module == "accelerate_course":
                 todo += [f"accelerate_course.{alias.name}" for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-                    "accelerate_course."):
+                "accelerate_course."
+            ):
                 todo.append(node.module)
             elif isinstance(node, ast.Import):
-                todo += [alias.name for alias in node.names
-                         if alias.name.startswith("accelerate_course.")]
+                todo += [
+                    alias.name
+                    for alias in node.names
+                    if alias.name.startswith("accelerate_course.")
+                ]
     return sorted(name.replace(".", "/") + ".py" for name in found)
 
 
@@ -120,15 +151,21 @@ def reference_steps(grading):
 def grader_files(grading):
     """Return the patterns (git's sparse-checkout, non-cone) of the files the grader needs: its
     modules and words, common/ and configs/, the reference steps, the task's folder."""
-    files = ["accelerate_course/__init__.py", *grader_modules(),
-             messages.MESSAGES.relative_to(REPO).as_posix(), "common/", "configs/",
-             *(f"{FOLDERS[step]}/train.py" for step in reference_steps(grading))]
+    files = [
+        "accelerate_course/__init__.py",
+        *grader_modules(),
+        messages.MESSAGES.relative_to(REPO).as_posix(),
+        "common/",
+        "configs/",
+        *(f"{FOLDERS[step]}/train.py" for step in reference_steps(grading)),
+    ]
     if grading.task:
         files.append(f"takehome/{grading.task.name}/")
     return [f"/{name}" for name in dict.fromkeys(files)]
 
 
 # ---- the students' repository ----------------------------------------------------------
+
 
 def what_id(grading):
     """Return how the commands name what is graded: the lesson's number, or the task's name."""
@@ -144,36 +181,53 @@ def run_command(grading):
     """Return the command that runs the student's file (the step's own, or the task's)."""
     if grading.task:
         lines = grading.task.start.read_text().splitlines()
-        docstring = "\n".join(lines[:docstring_end(lines)])
-        return " ".join(docstring.split("Run:", 1)[1].split("\nRead:")[0]
-                        .replace("\\\n", " ").split())
+        docstring = "\n".join(lines[: docstring_end(lines)])
+        return " ".join(
+            docstring.split("Run:", 1)[1].split("\nRead:")[0].replace("\\\n", " ").split()
+        )
     return exercise.run_command(grading.lesson, Path(exercise_path(grading)))
 
 
 def worth_said(worth):
     """Return what a check is worth, in the class's language, for the lab's table."""
-    return say("grade.prerequisite") if worth.kind == check.PREREQUISITE else \
-        f"{worth.points} ({say(f'grade.{worth.kind}')})"
+    return (
+        say("grade.prerequisite")
+        if worth.kind == check.PREREQUISITE
+        else f"{worth.points} ({say(f'grade.{worth.kind}')})"
+    )
 
 
 def check_names(grading):
     """Return {check key: its name}, in the class's language, its fields filled from the
     grading's own settings; a count measured from a run (a split's share) left out."""
     flags = grading.task.flags if grading.task else lab_runs.SHORT_RUN
-    fields = dict(n=2, steps=measuring.train_steps(flags), shares="...", split="...",
-                  batch=grading.task.unseen_batch if grading.task else check.UNSEEN_FLAGS[-1])
-    return {key: re.sub(r"\s*[(（]\.\.\.[)）]|[:：] ?\.\.\..*", "",
-                        say(f"check.{key}", **fields)) for key in grading.points}
+    fields = dict(
+        n=2,
+        steps=measuring.train_steps(flags),
+        shares="...",
+        split="...",
+        batch=grading.task.unseen_batch if grading.task else check.UNSEEN_FLAGS[-1],
+    )
+    return {
+        key: re.sub(r"\s*[(（]\.\.\.[)）]|[:：] ?\.\.\..*", "", say(f"check.{key}", **fields))
+        for key in grading.points
+    }
 
 
 def grading_text(grading, repository, tag, core_gate=False):
     """Return the lab README's part on how the work is graded."""
     names = check_names(grading)
-    rows = "\n".join(f"| {names[key]} | {worth_said(worth)} |"
-                     for key, worth in grading.points.items())
-    return render("lab/grading.md", repository=repository or "the teacher names it", tag=tag,
-                  rows=rows, total=check.total(grading),
-                  scoring=say("grade.lab_scoring_gate") if core_gate else say("grade.lab_scoring"))
+    rows = "\n".join(
+        f"| {names[key]} | {worth_said(worth)} |" for key, worth in grading.points.items()
+    )
+    return render(
+        "lab/grading.md",
+        repository=repository or "the teacher names it",
+        tag=tag,
+        rows=rows,
+        total=check.total(grading),
+        scoring=say("grade.lab_scoring_gate") if core_gate else say("grade.lab_scoring"),
+    )
 
 
 def readme(grading, repository, tag, core_gate=False):
@@ -182,21 +236,35 @@ def readme(grading, repository, tag, core_gate=False):
         # the task in the class's language, without the line linking its other language (the
         # lab holds one README)
         text = grading.task.readme_in(messages.language()).read_text()
-        text = re.sub(r"^(English · \[简体中文\]|\[English\]\(README\.md\) · 简体中文).*\n\n", "",
-                      text, flags=re.M)
+        text = re.sub(
+            r"^(English · \[简体中文\]|\[English\]\(README\.md\) · 简体中文).*\n\n",
+            "",
+            text,
+            flags=re.M,
+        )
         # and without what only the course has (its commands, its pages): the lab's own
         # commands follow
-        text = re.sub(r"<!-- course only -->.*?<!-- end course only -->\n*", "", text,
-                      flags=re.S)
-        return render("lab/README-task.md", task_text=text,
-                      exercise=exercise_path(grading), run_command=run_command(grading),
-                      grading=grading_text(grading, repository, tag, core_gate))
+        text = re.sub(r"<!-- course only -->.*?<!-- end course only -->\n*", "", text, flags=re.S)
+        return render(
+            "lab/README-task.md",
+            task_text=text,
+            exercise=exercise_path(grading),
+            run_command=run_command(grading),
+            grading=grading_text(grading, repository, tag, core_gate),
+        )
     step = grading.lesson
     title = TRAIN_PY[step].read_text().splitlines()[0].strip('"').split(": ", 1)[1]
-    return render("lab/README-lesson.md", step=step, title=title, lesson_text=lesson_text(step),
-                  exercise=exercise_path(grading), previous=step - 1,
-                  previous_folder=FOLDERS[step - 1], run_command=run_command(grading),
-                  grading=grading_text(grading, repository, tag, core_gate))
+    return render(
+        "lab/README-lesson.md",
+        step=step,
+        title=title,
+        lesson_text=lesson_text(step),
+        exercise=exercise_path(grading),
+        previous=step - 1,
+        previous_folder=FOLDERS[step - 1],
+        run_command=run_command(grading),
+        grading=grading_text(grading, repository, tag, core_gate),
+    )
 
 
 def grade_flags(core_gate):
@@ -207,22 +275,41 @@ def grade_flags(core_gate):
 def workflow(grading, repository, tag, core_gate=False):
     """Return .github/workflows/classroom.yml for a lab: one grading, then one step per check
     worth points, named in the class's language."""
-    token_url = repository.replace("https://github.com/",
-                                   "https://x-access-token:${COURSE_TOKEN}@github.com/")
+    token_url = repository.replace(
+        "https://github.com/", "https://x-access-token:${COURSE_TOKEN}@github.com/"
+    )
     names = check_names(grading)
     graders, reporter = [], []
     scored = [(key, worth) for key, worth in grading.points.items() if worth.points]
     for number, (key, worth) in enumerate(scored, start=1):
-        graders.append(render("lab/grader-step.yml", title=names[key].replace("'", "''"),
-                              points=say("grade.worth", worth=worth.points), number=number,
-                              key=key, worth=worth.points).rstrip("\n"))
-        reporter.append(f'        CHECK-{number}_RESULTS: "${{{{steps.check-{number}.outputs.result}}}}"')
-    return render("lab/classroom.yml", what=grading.what, tag=tag, repository=repository,
-                  grade_flags=grade_flags(core_gate),
-                  token_url=token_url, language=messages.language(), torch=install.pinned_torch(),
-                  what_id=what_id(grading), exercise=exercise_path(grading),
-                  graders="\n".join(graders), reporter="\n".join(reporter),
-                  runners=",".join(f"check-{n}" for n in range(1, len(scored) + 1)))
+        graders.append(
+            render(
+                "lab/grader-step.yml",
+                title=names[key].replace("'", "''"),
+                points=say("grade.worth", worth=worth.points),
+                number=number,
+                key=key,
+                worth=worth.points,
+            ).rstrip("\n")
+        )
+        reporter.append(
+            f'        CHECK-{number}_RESULTS: "${{{{steps.check-{number}.outputs.result}}}}"'
+        )
+    return render(
+        "lab/classroom.yml",
+        what=grading.what,
+        tag=tag,
+        repository=repository,
+        grade_flags=grade_flags(core_gate),
+        token_url=token_url,
+        language=messages.language(),
+        torch=install.pinned_torch(),
+        what_id=what_id(grading),
+        exercise=exercise_path(grading),
+        graders="\n".join(graders),
+        reporter="\n".join(reporter),
+        runners=",".join(f"check-{n}" for n in range(1, len(scored) + 1)),
+    )
 
 
 def copy_tree(source, target):
@@ -236,11 +323,16 @@ def public_loop(grading):
     if not grading.task:
         return
     for other in takehome.tasks().values():
-        if other.name != grading.task.name and other.answer == "public" and \
-                other.start.read_bytes() == grading.task.start.read_bytes():
-            sys.exit(f"error: takehome/{grading.task.name}/train.py is the loop of "
-                     f"takehome/{other.name}/, whose answer is public: change the loop (and "
-                     f"its solution) before a class is graded on it (docs/teaching.md)")
+        if (
+            other.name != grading.task.name
+            and other.answer == "public"
+            and other.start.read_bytes() == grading.task.start.read_bytes()
+        ):
+            sys.exit(
+                f"error: takehome/{grading.task.name}/train.py is the loop of "
+                f"takehome/{other.name}/, whose answer is public: change the loop (and "
+                f"its solution) before a class is graded on it (docs/teaching.md)"
+            )
 
 
 def template(grading, out, repository=None, tag=None, core_gate=False):
@@ -248,13 +340,16 @@ def template(grading, out, repository=None, tag=None, core_gate=False):
     repository, tag = repository or published.grader_repository(), tag or published.grader_tag()
     public_loop(grading)
     if not repository:
-        sys.exit("error: the lab grades with the teacher's copy of the course, and it has no "
-                 "address yet: publish it (docs/publishing.md) and set repository in "
-                 "pyproject.toml, or give it: ARGS=\"--course https://github.com/<owner>/<course>\"")
+        sys.exit(
+            "error: the lab grades with the teacher's copy of the course, and it has no "
+            "address yet: publish it (docs/publishing.md) and set repository in "
+            'pyproject.toml, or give it: ARGS="--course https://github.com/<owner>/<course>"'
+        )
     out = Path(out)
     if out.exists() and any(out.iterdir()):
-        sys.exit(f"error: {out} is not empty; give a new folder (make student-template "
-                 f"... OUT=...)")
+        sys.exit(
+            f"error: {out} is not empty; give a new folder (make student-template ... OUT=...)"
+        )
     out.mkdir(parents=True, exist_ok=True)
     copy_tree(REPO / "common", out / "common")
     copy_tree(REPO / "configs", out / "configs")
@@ -265,58 +360,77 @@ def template(grading, out, repository=None, tag=None, core_gate=False):
     for name in ("install.py", "torch_build.py"):
         shutil.copy(REPO / "accelerate_course" / name, out / "accelerate_course" / name)
     (out / "accelerate_course" / "__init__.py").write_text(
-        '"""make install\'s code (install.py, torch_build.py): the checks are the teacher\'s."""\n')
+        '"""make install\'s code (install.py, torch_build.py): the checks are the teacher\'s."""\n'
+    )
     shutil.copy(REPO / "requirements.txt", out / "requirements.txt")
     (out / ".devcontainer").mkdir()
     shutil.copy(REPO / ".devcontainer" / "devcontainer.json", out / ".devcontainer")
-    (out / "pyproject.toml").write_text(render("lab/pyproject.toml", version=tag.lstrip("v"),
-                                               what=grading.what))
-    (out / "Makefile").write_text(render("lab/Makefile", what_id=what_id(grading),
-                                         exercise=exercise_path(grading), repository=repository,
-                                         tag=tag, language=messages.language(),
-                                         grade_flags=grade_flags(core_gate)))
+    (out / "pyproject.toml").write_text(
+        render("lab/pyproject.toml", version=tag.lstrip("v"), what=grading.what)
+    )
+    (out / "Makefile").write_text(
+        render(
+            "lab/Makefile",
+            what_id=what_id(grading),
+            exercise=exercise_path(grading),
+            repository=repository,
+            tag=tag,
+            language=messages.language(),
+            grade_flags=grade_flags(core_gate),
+        )
+    )
     (out / ".gitignore").write_text(render("lab/gitignore"))
     student_file = out / exercise_path(grading)
     student_file.parent.mkdir(parents=True)
-    student_file.write_text(grading.task.start.read_text() if grading.task
-                            else exercise.exercise(grading.lesson))
+    student_file.write_text(
+        grading.task.start.read_text() if grading.task else exercise.exercise(grading.lesson)
+    )
     (out / "README.md").write_text(readme(grading, repository, tag, core_gate), encoding="utf-8")
     (out / ".github" / "workflows").mkdir(parents=True)
     (out / ".github" / "workflows" / "classroom.yml").write_text(
-        workflow(grading, repository, tag, core_gate), encoding="utf-8")
+        workflow(grading, repository, tag, core_gate), encoding="utf-8"
+    )
     (out / ".github" / "classroom").mkdir()
     shutil.copy(TEMPLATES / "lab" / "check_result.py", out / ".github" / "classroom")
     (out / ".github" / "classroom" / "grader-files").write_text(
-        "\n".join(grader_files(grading)) + "\n")
+        "\n".join(grader_files(grading)) + "\n"
+    )
     # a lesson's solution is its step: none of its lines in any file written (a task's
     # solution is in no file of the course at all: the tests build one to look for)
     found = [] if grading.task else solution_found(solution_lines(grading.lesson), out)
     if found:
         shutil.rmtree(out)
-        sys.exit(f"error: the students' repository would hold lesson {grading.lesson}'s "
-                 f"solution ({found[0]}); nothing was written")
+        sys.exit(
+            f"error: the students' repository would hold lesson {grading.lesson}'s "
+            f"solution ({found[0]}); nothing was written"
+        )
     return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
 
 
 # ---- Gradescope ------------------------------------------------------------------------
 
+
 def committed_files(source=REPO):
     """Return {path: bytes} of the course's files as its last commit holds them (git archive
     HEAD: nothing untracked, nothing uncommitted), and how many changes were left out. Ends
     the command in one line where the course is not a git repository."""
-    archived = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=source,
-                              capture_output=True)
+    archived = subprocess.run(
+        ["git", "archive", "--format=tar", "HEAD"], cwd=source, capture_output=True
+    )
     if archived.returncode != 0:
-        sys.exit(f"error: the autograder is built from the course's last commit, and git "
-                 f"could not read it in {source} ({archived.stderr.decode().strip()}); "
-                 "make gradescope needs the course as a git repository, its work committed")
+        sys.exit(
+            f"error: the autograder is built from the course's last commit, and git "
+            f"could not read it in {source} ({archived.stderr.decode().strip()}); "
+            "make gradescope needs the course as a git repository, its work committed"
+        )
     files = {}
     with tarfile.open(fileobj=io.BytesIO(archived.stdout)) as tar:
         for member in tar.getmembers():
             if member.isfile():
                 files[member.name] = tar.extractfile(member).read()
-    changed = subprocess.run(["git", "status", "--porcelain"], cwd=source, capture_output=True,
-                             text=True).stdout.splitlines()
+    changed = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=source, capture_output=True, text=True
+    ).stdout.splitlines()
     return files, changed
 
 
@@ -330,9 +444,14 @@ def gradescope(grading, out, time_limit=600, core_gate=False):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     setup = render("gradescope/setup.sh", torch=install.pinned_torch())
-    run = render("gradescope/run_autograder", what=grading.what, what_id=what_id(grading),
-                 language=messages.language(), time_limit=time_limit,
-                 grade_flags=grade_flags(core_gate))
+    run = render(
+        "gradescope/run_autograder",
+        what=grading.what,
+        what_id=what_id(grading),
+        language=messages.language(),
+        time_limit=time_limit,
+        grade_flags=grade_flags(core_gate),
+    )
     for name, text in (("setup.sh", setup), ("run_autograder", run)):
         (out / name).write_text(text)
         (out / name).chmod(0o755)
@@ -348,38 +467,63 @@ def gradescope(grading, out, time_limit=600, core_gate=False):
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.classroom",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m accelerate_course.classroom", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("command", choices=["template", "gradescope"])
     parser.add_argument("what", help="the lesson (2, 3, 4) or the take-home task")
     parser.add_argument("out", type=Path)
     parser.add_argument("--course", help="the teacher's repository (default: pyproject.toml's)")
-    parser.add_argument("--core-gate", action="store_true",
-                        help="grade with the core gate: no check scores while a core check "
-                             "fails (default: partial credit)")
+    parser.add_argument(
+        "--core-gate",
+        action="store_true",
+        help="grade with the core gate: no check scores while a core check "
+        "fails (default: partial credit)",
+    )
     args = parser.parse_args()
     messages.language()  # an unknown COURSE_LANG: one line, before anything is written
     grading = check.grading_of(args.what)
     if grading is None:
-        sys.exit("error: " + say("submission.unknown", what=args.what, lessons="2, 3, 4",
-                                 tasks=", ".join(takehome.tasks()) or "-"))
+        sys.exit(
+            "error: "
+            + say(
+                "submission.unknown",
+                what=args.what,
+                lessons="2, 3, 4",
+                tasks=", ".join(takehome.tasks()) or "-",
+            )
+        )
     if args.command == "template":
         files = template(grading, args.out, args.course, core_gate=args.core_gate)
-        lines = "" if grading.task else (f", none with any of the "
-                                         f"{len(solution_lines(grading.lesson))} code lines "
-                                         f"lesson {grading.lesson} adds")
-        print(f"wrote the students' repository for {grading.what} into {args.out}: "
-              f"{len(files)} files{lines}; its grader clone: "
-              f"{len(grader_files(grading))} paths (.github/classroom/grader-files)")
-        print("next: make it a git repository, push it to GitHub, mark it a template "
-              "repository and make it the assignment's starter code (docs/teaching.md)")
+        lines = (
+            ""
+            if grading.task
+            else (
+                f", none with any of the "
+                f"{len(solution_lines(grading.lesson))} code lines "
+                f"lesson {grading.lesson} adds"
+            )
+        )
+        print(
+            f"wrote the students' repository for {grading.what} into {args.out}: "
+            f"{len(files)} files{lines}; its grader clone: "
+            f"{len(grader_files(grading))} paths (.github/classroom/grader-files)"
+        )
+        print(
+            "next: make it a git repository, push it to GitHub, mark it a template "
+            "repository and make it the assignment's starter code (docs/teaching.md)"
+        )
     else:
         archive, changed = gradescope(grading, args.out, core_gate=args.core_gate)
-        print(f"wrote Gradescope's autograder for {grading.what}: {archive} (upload it as the "
-              "assignment's autograder; docs/teaching.md says which settings it needs)")
+        print(
+            f"wrote Gradescope's autograder for {grading.what}: {archive} (upload it as the "
+            "assignment's autograder; docs/teaching.md says which settings it needs)"
+        )
         if changed:
-            print(f"left out: {len(changed)} uncommitted or untracked paths of the course "
-                  f"(git status); the zip holds its last commit")
+            print(
+                f"left out: {len(changed)} uncommitted or untracked paths of the course "
+                f"(git status); the zip holds its last commit"
+            )
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ class StepCommand(NamedTuple):
     """How make course runs one step: who starts it (said in the plan and the table), the
     command's words before the step's flags, what is added to the environment, how many
     processes, and on what (said in the plan)."""
+
     launcher: str
     command: list
     env: dict
@@ -37,15 +38,28 @@ def accelerate_launch(n, gpus=False):
     `accelerate config` file in the user's Hugging Face cache cannot change what runs; its
     main_process_port 0 takes a free port."""
     config = "1-process" if n == 1 else "gpus" if gpus else "cpu-2-processes"
-    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-            str(CONFIGS / f"{config}.yaml"), "--num_processes", str(n)]
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(CONFIGS / f"{config}.yaml"),
+        "--num_processes",
+        str(n),
+    ]
 
 
 def torchrun(n):
     """Return torchrun's words for n processes on this machine (--standalone: its rendezvous
     on a free port, not on 29500, which may be another user's)."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-            str(n)]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(n),
+    ]
 
 
 def command_for(step, script, n, launcher="accelerate", gpus=False, port=None, machine=None):
@@ -62,20 +76,52 @@ def command_for(step, script, n, launcher="accelerate", gpus=False, port=None, m
     if machine is not None:
         rank, port = machine
         if launcher == "torchrun":
-            return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
-                    "--node_rank", str(rank), "--nproc_per_node", "1", "--master_addr",
-                    "127.0.0.1", "--master_port", str(port), str(script)]
-        return accelerate_launch(2) + ["--num_machines", "2", "--machine_rank", str(rank),
-                                       "--main_process_ip", "127.0.0.1",
-                                       "--main_process_port", str(port), str(script)]
+            return [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes",
+                "2",
+                "--node_rank",
+                str(rank),
+                "--nproc_per_node",
+                "1",
+                "--master_addr",
+                "127.0.0.1",
+                "--master_port",
+                str(port),
+                str(script),
+            ]
+        return accelerate_launch(2) + [
+            "--num_machines",
+            "2",
+            "--machine_rank",
+            str(rank),
+            "--main_process_ip",
+            "127.0.0.1",
+            "--main_process_port",
+            str(port),
+            str(script),
+        ]
     if launcher == "torchrun":
         return torchrun(n) + (["--master_port", str(port)] if port else []) + [str(script)]
-    return (accelerate_launch(n, gpus) + (["--main_process_port", str(port)] if port else [])
-            + [str(script)])
+    return (
+        accelerate_launch(n, gpus)
+        + (["--main_process_port", str(port)] if port else [])
+        + [str(script)]
+    )
 
 
-def course_commands(gpus, tpu=False, processes=2, launcher="accelerate", mps=False, xla=None,
-                    tpu_branch=None, gpu_aside=False):
+def course_commands(
+    gpus,
+    tpu=False,
+    processes=2,
+    launcher="accelerate",
+    mps=False,
+    xla=None,
+    tpu_branch=None,
+    gpu_aside=False,
+):
     """Return make course's {step: StepCommand} for a machine with `gpus` CUDA GPUs (and a TPU
     or not, Apple's GPU, mps, or not), each step as its record says it starts.
 
@@ -108,8 +154,13 @@ def course_commands(gpus, tpu=False, processes=2, launcher="accelerate", mps=Fal
     # GPU <local rank> (docs/gpu.md says why; common/launch.py refuses such a launch)
     hidden = {"CUDA_VISIBLE_DEVICES": ""} if gpus else {}
     cpu_env = {} if on_gpus else {"ACCELERATE_USE_CPU": "1", **one_thread, **no_xla, **hidden}
-    single = ("1 process on GPU 0" if gpus and not tpu else
-              "1 process on Apple's GPU (mps)" if mps and not tpu else "1 process on the CPU")
+    single = (
+        "1 process on GPU 0"
+        if gpus and not tpu
+        else "1 process on Apple's GPU (mps)"
+        if mps and not tpu
+        else "1 process on the CPU"
+    )
     # on a CUDA GPU, deterministic kernels make steps 1 and 2 identical by construction: the
     # attention's backward (memory-efficient SDPA) may add in a varying order unless PyTorch's
     # deterministic mode is on (attention_backward.cu), and cuBLAS needs a fixed workspace
@@ -121,8 +172,10 @@ def course_commands(gpus, tpu=False, processes=2, launcher="accelerate", mps=Fal
     if on_gpus:
         where = f"{n} processes, one per GPU (nccl)"
     elif gpus == 1:
-        where = (f"{n} processes on the CPU (gloo): one GPU cannot take {n} processes, each "
-                 "needs a GPU of its own")
+        where = (
+            f"{n} processes on the CPU (gloo): one GPU cannot take {n} processes, each "
+            "needs a GPU of its own"
+        )
     else:
         where = f"{n} processes on the CPU (gloo)" + (": no GPU here" if not tpu else "")
     commands = {}
@@ -130,51 +183,91 @@ def course_commands(gpus, tpu=False, processes=2, launcher="accelerate", mps=Fal
         script = f"{step.folder}/train.py"
         if step.started_by == "python":
             commands[number] = StepCommand(
-                "python", command_for(number, script, 1, launcher=None) + deterministic,
+                "python",
+                command_for(number, script, 1, launcher=None) + deterministic,
                 {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"} if on_gpu else {**one_thread, **no_xla},
-                1, single)
+                1,
+                single,
+            )
         elif step.started_by == "a launcher":
             commands[number] = StepCommand(
                 "torchrun" if launcher == "torchrun" else "accelerate launch",
-                command_for(number, script, n, launcher, gpus=bool(on_gpus)), cpu_env, n, where)
+                command_for(number, script, n, launcher, gpus=bool(on_gpus)),
+                cpu_env,
+                n,
+                where,
+            )
         else:
-            commands[number] = own_processes(number, script, n, tpu, gpus, on_gpus, where,
-                                             cpu_env, {**one_thread, **no_xla}, xla, tpu_branch)
+            commands[number] = own_processes(
+                number,
+                script,
+                n,
+                tpu,
+                gpus,
+                on_gpus,
+                where,
+                cpu_env,
+                {**one_thread, **no_xla},
+                xla,
+                tpu_branch,
+            )
     if gpu_aside:
-        commands = {number: command._replace(env={**command.env, "CUDA_VISIBLE_DEVICES": ""})
-                    for number, command in commands.items()}
+        commands = {
+            number: command._replace(env={**command.env, "CUDA_VISIBLE_DEVICES": ""})
+            for number, command in commands.items()
+        }
     return commands
 
 
-def own_processes(number, script, n, tpu, gpus, on_gpus, where, cpu_env, cpu_threads, xla,
-                  tpu_branch):
+def own_processes(
+    number, script, n, tpu, gpus, on_gpus, where, cpu_env, cpu_threads, xla, tpu_branch
+):
     """Return make course's StepCommand for a step that starts its own processes
     (notebook_launcher): see course_commands."""
     words = command_for(number, script, n) + STEPS[number].process_flags(n)
     if xla is None:
         from common.launch import xla_installed
+
         xla = xla_installed()
     if tpu_branch is None:  # notebook_launcher's own test (accelerate/launchers.py)
         from common.launch import in_kaggle
+
         tpu_branch = in_kaggle()
     if tpu and xla and tpu_branch:
-        return StepCommand("notebook_launcher", words, {"PJRT_DEVICE": "TPU"}, 0,
-                           "every TPU chip (notebook_launcher's TPU branch; num_processes is "
-                           "ignored there)")
+        return StepCommand(
+            "notebook_launcher",
+            words,
+            {"PJRT_DEVICE": "TPU"},
+            0,
+            "every TPU chip (notebook_launcher's TPU branch; num_processes is ignored there)",
+        )
     if tpu:
         # PJRT_DEVICE emptied: with it, notebook_launcher in Colab or Kaggle would take its TPU
         # branch (and import a torch_xla that may not be here)
-        why = ("notebook_launcher uses a TPU only in a Colab or Kaggle notebook; there" if xla
-               else "torch_xla is not installed here; on the TPU")
-        return StepCommand("notebook_launcher", words, {**cpu_threads, "PJRT_DEVICE": ""}, n,
-                           f"{n} processes on the CPU (gloo): {why}, run step "
-                           f"{number} as the notebook (tpu_training.ipynb)")
+        why = (
+            "notebook_launcher uses a TPU only in a Colab or Kaggle notebook; there"
+            if xla
+            else "torch_xla is not installed here; on the TPU"
+        )
+        return StepCommand(
+            "notebook_launcher",
+            words,
+            {**cpu_threads, "PJRT_DEVICE": ""},
+            n,
+            f"{n} processes on the CPU (gloo): {why}, run step "
+            f"{number} as the notebook (tpu_training.ipynb)",
+        )
     if gpus == 1:
         return StepCommand("notebook_launcher", words, cpu_env, n, where)
     if on_gpus:
         return StepCommand("notebook_launcher", words, {}, n, where)
-    return StepCommand("notebook_launcher", words, {"OMP_NUM_THREADS": "1"}, n,
-                       f"{n} processes on the CPU (gloo): the step's Accelerator(cpu=True)")
+    return StepCommand(
+        "notebook_launcher",
+        words,
+        {"OMP_NUM_THREADS": "1"},
+        n,
+        f"{n} processes on the CPU (gloo): the step's Accelerator(cpu=True)",
+    )
 
 
 def rounds(commands, steps, cores):
@@ -182,6 +275,7 @@ def rounds(commands, steps, cores):
     that are one process of one thread on the CPU share a round, as many as the machine has
     cores (they are independent, and one thread each gives the same numbers side by side as
     one after the other: steps 1 and 2 here); every other step has a round of its own."""
+
     def one_thread(step):
         command = commands[step]
         return command.processes == 1 and command.env.get("OMP_NUM_THREADS") == "1"

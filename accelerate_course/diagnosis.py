@@ -10,16 +10,16 @@ from typing import NamedTuple
 from accelerate_course.measuring import VALIDATION_PAIRS
 from accelerate_course.messages import say
 
-
 # a process that read a saved state before another had finished writing it: the file it
 # stopped at is missing, or half written (torch's zip reader), by timing
-UNFINISHED_READ = re.compile(r"No such file or directory: '<output-dir>/state/|PytorchStreamReader failed")
+UNFINISHED_READ = re.compile(
+    r"No such file or directory: '<output-dir>/state/|PytorchStreamReader failed"
+)
 
 
 class Symptom(NamedTuple):
     name: str
     hint: str  # what it means, said from the measurement
-
 
 
 def process_symptoms(run):
@@ -28,30 +28,50 @@ def process_symptoms(run):
     if run.error:
         unfinished = UNFINISHED_READ.search(run.error)
         if unfinished:  # which file was missing or half written is a matter of timing
-            return [Symptom("read_unfinished",
-                            f"the run stopped: {say('meaning.read_unfinished')}")]
+            return [
+                Symptom("read_unfinished", f"the run stopped: {say('meaning.read_unfinished')}")
+            ]
         # gloo's error line goes on with advice for its own developers: its first sentence
         error = re.sub(r"(by peer \S+)\. This is typically caused.*", r"\1", run.error)
         return [Symptom("refused", f"the run stopped: {error}")]
     found = []
     if run.processes_alone:
         same = " (the same training, done by each)" if run.weights_equal else ""
-        found.append(Symptom("alone", f"each process reports 1 process ({run.processes_alone} of "
-                             f"{run.processes_started}): they did not join one group, each trained "
-                             f"alone on all the data{same}"))
+        found.append(
+            Symptom(
+                "alone",
+                f"each process reports 1 process ({run.processes_alone} of "
+                f"{run.processes_started}): they did not join one group, each trained "
+                f"alone on all the data{same}",
+            )
+        )
     if not run.weights_equal:
-        found.append(Symptom("weights_differ", "the processes ended with different weights: "
-                             "each trained its own copy of the model"))
+        found.append(
+            Symptom(
+                "weights_differ",
+                "the processes ended with different weights: "
+                "each trained its own copy of the model",
+            )
+        )
     scored = run.scored
     if scored and max(scored) > VALIDATION_PAIRS:
-        found.append(Symptom("tail_counted", f"your run scored {max(scored)} samples for "
-                             f"{VALIDATION_PAIRS} pairs: the duplicated tail was counted"))
+        found.append(
+            Symptom(
+                "tail_counted",
+                f"your run scored {max(scored)} samples for "
+                f"{VALIDATION_PAIRS} pairs: the duplicated tail was counted",
+            )
+        )
     elif scored and max(scored) < VALIDATION_PAIRS:
         tail = sum(scored) - VALIDATION_PAIRS
-        found.append(Symptom("own_share", "each process scored only its own share: "
-                             f"{' and '.join(map(str, scored))} pairs, which together are the "
-                             f"{VALIDATION_PAIRS}" + (f" and a duplicated tail of {tail}"
-                                                      if tail > 0 else "")))
+        found.append(
+            Symptom(
+                "own_share",
+                "each process scored only its own share: "
+                f"{' and '.join(map(str, scored))} pairs, which together are the "
+                f"{VALIDATION_PAIRS}" + (f" and a duplicated tail of {tail}" if tail > 0 else ""),
+            )
+        )
     if run.writes > 1:
         found.append(Symptom("many_writers", f"{run.writes} processes wrote metrics.json"))
     if run.printed > 1:
@@ -75,13 +95,18 @@ def model_lost(run):
 def saved_model_said(run):
     """Return what is wrong with the model a run saved, from what its folder gives back."""
     if run.reloaded.startswith("cannot load"):
-        return say("hint.model_not_loaded", why=run.reloaded.removeprefix("cannot load: "),
-                   files=", ".join(run.saved_files) or "-")
+        return say(
+            "hint.model_not_loaded",
+            why=run.reloaded.removeprefix("cannot load: "),
+            files=", ".join(run.saved_files) or "-",
+        )
     named = run.saved_first_name or ""
-    return say("hint.model_other_weights",
-               named=say("hint.module_prefix", prefix=named.split(".")[0])
-               if named.startswith("module.") else "")
-
+    return say(
+        "hint.model_other_weights",
+        named=say("hint.module_prefix", prefix=named.split(".")[0])
+        if named.startswith("module.")
+        else "",
+    )
 
 
 def symptoms(run, lesson):
@@ -92,28 +117,50 @@ def symptoms(run, lesson):
     lesson_has = {s.name for s in process_symptoms(lesson)}
     found = [s for s in process_symptoms(run) if s.name not in lesson_has]
     if lesson.left_group and run.left_group is False:
-        found.append(Symptom("stays_in_group", "the same numbers, but the processes exited "
-                             "while still in the process group (the lesson's leave it)"))
+        found.append(
+            Symptom(
+                "stays_in_group",
+                "the same numbers, but the processes exited "
+                "while still in the process group (the lesson's leave it)",
+            )
+        )
     if found:
         return found
-    if run.losses != lesson.losses and run.predictions == lesson.predictions \
-            and close(run.losses, lesson.losses):
-        found.append(Symptom("float_order", "identical predictions, and losses within a "
-                             f"relative {TOLERANCE:g} of the lesson's, not equal"))
+    if (
+        run.losses != lesson.losses
+        and run.predictions == lesson.predictions
+        and close(run.losses, lesson.losses)
+    ):
+        found.append(
+            Symptom(
+                "float_order",
+                "identical predictions, and losses within a "
+                f"relative {TOLERANCE:g} of the lesson's, not equal",
+            )
+        )
     elif run.losses != lesson.losses:
-        first = next((i for i, (a, b) in enumerate(zip(run.losses, lesson.losses))
-                      if a != b), len(lesson.losses))
-        found.append(Symptom("training_differs", f"training differs from optimizer step "
-                             f"{first + 1} on: mean loss of the last 10 steps "
-                             f"{mean(run.losses[-10:]):.4f} (lesson "
-                             f"{mean(lesson.losses[-10:]):.4f})"
-                             + learning_rate_note(run, lesson)))
+        first = next(
+            (i for i, (a, b) in enumerate(zip(run.losses, lesson.losses)) if a != b),
+            len(lesson.losses),
+        )
+        found.append(
+            Symptom(
+                "training_differs",
+                f"training differs from optimizer step "
+                f"{first + 1} on: mean loss of the last 10 steps "
+                f"{mean(run.losses[-10:]):.4f} (lesson "
+                f"{mean(lesson.losses[-10:]):.4f})" + learning_rate_note(run, lesson),
+            )
+        )
     elif run.predictions != lesson.predictions:
         changed = sum(a != b for a, b in zip(run.predictions, lesson.predictions))
-        found.append(Symptom("predictions_differ", f"the same training, but {changed} of "
-                             f"{VALIDATION_PAIRS} predictions differ"))
+        found.append(
+            Symptom(
+                "predictions_differ",
+                f"the same training, but {changed} of {VALIDATION_PAIRS} predictions differ",
+            )
+        )
     return found
-
 
 
 def learning_rate_note(run, lesson):
@@ -122,9 +169,10 @@ def learning_rate_note(run, lesson):
     if not mine or mine == theirs:
         return ""
     middle = len(mine) // 2
-    return (f"; learning rate at steps {middle + 1} and {len(mine)}: {mine[middle]:.2e} and "
-            f"{mine[-1]:.2e} (lesson {theirs[middle]:.2e} and {theirs[-1]:.2e})")
-
+    return (
+        f"; learning rate at steps {middle + 1} and {len(mine)}: {mine[middle]:.2e} and "
+        f"{mine[-1]:.2e} (lesson {theirs[middle]:.2e} and {theirs[-1]:.2e})"
+    )
 
 
 # two runs that compute the same function in other tensor shapes add their floats in another
@@ -133,16 +181,13 @@ def learning_rate_note(run, lesson):
 TOLERANCE = 1e-4
 
 
-
 def close(a, b):
     """Return True if two loss lists have the same length and agree to TOLERANCE (relative)."""
     return len(a) == len(b) and all(abs(x - y) <= TOLERANCE * abs(y) for x, y in zip(a, b))
 
 
-
 def mean(values):
     return sum(values) / len(values) if values else float("nan")
-
 
 
 def verdict(run, lesson, is_lesson=False):
@@ -156,13 +201,14 @@ def verdict(run, lesson, is_lesson=False):
     return "; ".join(s.hint for s in found)
 
 
-
 def measured_cells(run):
     """Return the table's 'measured' cells for a run (a list of short phrases)."""
     if run.error:
         return ["stopped after training" if run.learning_rates else "stopped before training"]
-    cells = [f"{run.processes_reporting} process{'es' if run.processes_reporting != 1 else ''}"
-             + (f" ({run.processes_alone} alone)" if run.processes_alone else "")]
+    cells = [
+        f"{run.processes_reporting} process{'es' if run.processes_reporting != 1 else ''}"
+        + (f" ({run.processes_alone} alone)" if run.processes_alone else "")
+    ]
     scored = run.scored
     if scored:
         cells.append("scored by each process: " + ", ".join(map(str, scored)) + " pairs")
@@ -171,6 +217,8 @@ def measured_cells(run):
     if run.processes_reporting > 1:
         cells.append("weights " + ("equal" if run.weights_equal else "differ"))
     if model_lost(run):
-        cells.append("saved model: " + ("does not load" if run.reloaded.startswith("cannot")
-                                        else "other weights"))
+        cells.append(
+            "saved model: "
+            + ("does not load" if run.reloaded.startswith("cannot") else "other weights")
+        )
     return cells

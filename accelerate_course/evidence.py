@@ -22,8 +22,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 # inotify's events (linux/inotify.h)
-IN_CLOSE_WRITE, IN_MOVED_TO, IN_CREATE, IN_DELETE_SELF, IN_ISDIR = \
-    0x008, 0x080, 0x100, 0x400, 0x40000000
+IN_CLOSE_WRITE, IN_MOVED_TO, IN_CREATE, IN_DELETE_SELF, IN_ISDIR = (
+    0x008,
+    0x080,
+    0x100,
+    0x400,
+    0x40000000,
+)
 IN_NONBLOCK = 0o4000
 EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
 METRICS = "metrics.json"
@@ -53,8 +58,9 @@ class Writes:
             return self
         self.output.mkdir(parents=True, exist_ok=True)
         self.fd = self.libc.inotify_init1(IN_NONBLOCK)
-        self.top = self.watch(self.output, IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE
-                              | IN_DELETE_SELF)
+        self.top = self.watch(
+            self.output, IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF
+        )
         self.model_watch = None
         self.watch_model()
         self.stop = threading.Event()
@@ -73,6 +79,7 @@ class Writes:
 
     def read_events(self):
         import select
+
         while not self.stop.is_set():
             ready, _, _ = select.select([self.fd], [], [], 0.05)
             if ready:
@@ -82,8 +89,11 @@ class Writes:
         offset = 0
         while offset < len(data):
             wd, mask, _, length = EVENT.unpack_from(data, offset)
-            name = data[offset + EVENT.size: offset + EVENT.size + length].rstrip(b"\0").decode(
-                errors="replace")
+            name = (
+                data[offset + EVENT.size : offset + EVENT.size + length]
+                .rstrip(b"\0")
+                .decode(errors="replace")
+            )
             offset += EVENT.size + length
             if wd == self.top:
                 if mask & IN_DELETE_SELF:
@@ -119,6 +129,7 @@ class Writes:
 
 class Evidence(NamedTuple):
     """What a run left, measured from outside it."""
+
     written: dict | None  # the metrics.json it left (None: none, or not readable: problem says)
     written_problem: str  # "" or why metrics.json could not be read ("missing", "a link", ...)
     predictions: list | None  # its saved model's, evaluated alone on the whole split
@@ -146,8 +157,7 @@ def read_written(output):
     if not path.is_file():
         return None, "missing"
     try:
-        written = json.loads(path.read_text(encoding="utf-8"),
-                             parse_constant=lambda name: math.nan)
+        written = json.loads(path.read_text(encoding="utf-8"), parse_constant=lambda name: math.nan)
     except (ValueError, UnicodeDecodeError):
         return None, "not_json"
     return (written, "") if isinstance(written, dict) else (None, "not_json")
@@ -157,6 +167,7 @@ def evaluate_alone(model, loader):
     """Return (predictions, labels, mean of each example's own loss) of model on loader, in
     this process alone, in eval mode (its mode put back after), on the model's device."""
     import torch
+
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -167,8 +178,9 @@ def evaluate_alone(model, loader):
             logits = model(**batch).logits
             predictions += logits.argmax(dim=-1).tolist()
             labels += batch["labels"].tolist()
-            losses.append(torch.nn.functional.cross_entropy(logits.float(), batch["labels"],
-                                                            reduction="none"))
+            losses.append(
+                torch.nn.functional.cross_entropy(logits.float(), batch["labels"], reduction="none")
+            )
     model.train(was_training)
     return predictions, labels, torch.cat(losses).double().mean().item()
 
@@ -184,6 +196,7 @@ def validation_loader(flags):
     from common.checkpoint import load_tokenizer, resolve_checkpoint
     from common.cli import parse_args
     from common.data import get_dataloaders, load_splits
+
     args = parse_args([str(f) for f in flags])
     with contextlib.redirect_stdout(io.StringIO()):  # its notes are not the grade's output
         tokenizer = load_tokenizer(resolve_checkpoint(args.checkpoint))
@@ -195,12 +208,16 @@ def measured(output, flags, writes=(None, None)):
     """Return the Evidence of the run whose output folder is output (the run has ended), run
     with these flags; writes: the (metrics.json writes, model saves) counted while it ran."""
     from accelerate_course.measuring import fingerprint
+
     output = Path(output)
     written, written_problem = read_written(output)
     folder = output / MODEL
     predictions = loss = weights = None
-    labels = [label for batch in validation_loader(tuple(map(str, flags)))
-              for label in batch["labels"].tolist()]  # the split's, whatever the run saved
+    labels = [
+        label
+        for batch in validation_loader(tuple(map(str, flags)))
+        for label in batch["labels"].tolist()
+    ]  # the split's, whatever the run saved
     if not folder.exists():
         model_problem = "missing"
     elif links_in(folder):
@@ -208,13 +225,13 @@ def measured(output, flags, writes=(None, None)):
     else:
         from transformers import AutoModelForSequenceClassification
         from transformers.utils import logging
+
         verbosity = logging.get_verbosity()
         logging.set_verbosity_error()
         logging.disable_progress_bar()
         try:
             model = AutoModelForSequenceClassification.from_pretrained(folder)
-            predictions, _, loss = evaluate_alone(
-                model, validation_loader(tuple(map(str, flags))))
+            predictions, _, loss = evaluate_alone(model, validation_loader(tuple(map(str, flags))))
             weights, model_problem = fingerprint(model), ""
         except Exception as error:  # noqa: BLE001 (whatever the folder holds: said, not raised)
             first = (str(error).strip().splitlines() or [""])[0]
@@ -222,8 +239,17 @@ def measured(output, flags, writes=(None, None)):
         finally:
             logging.set_verbosity(verbosity)
             logging.enable_progress_bar()
-    return Evidence(written, written_problem, predictions, labels, loss, weights, model_problem,
-                    *writes, saved_tensors=None if links_in(output) else saved_tensors(folder))
+    return Evidence(
+        written,
+        written_problem,
+        predictions,
+        labels,
+        loss,
+        weights,
+        model_problem,
+        *writes,
+        saved_tensors=None if links_in(output) else saved_tensors(folder),
+    )
 
 
 def saved_tensors(folder):
@@ -233,14 +259,17 @@ def saved_tensors(folder):
     import hashlib
 
     import torch
+
     folder = Path(folder)
     try:
         if (folder / "model.safetensors").is_file():
             from safetensors.torch import load_file
+
             tensors = load_file(folder / "model.safetensors")
         elif (folder / "pytorch_model.bin").is_file():
-            tensors = torch.load(folder / "pytorch_model.bin", weights_only=True,
-                                 map_location="cpu")
+            tensors = torch.load(
+                folder / "pytorch_model.bin", weights_only=True, map_location="cpu"
+            )
         else:
             return None
     except Exception:  # noqa: BLE001 (a file that does not read: nothing to compare)

@@ -1,6 +1,7 @@
 """Write a student's starting file for a lesson: the step, with the lesson taken back out.
 
-    python -m accelerate_course.exercise 3          (make exercise STEP=3: writes exercises/step3/train.py)
+    python -m accelerate_course.exercise 3          (make exercise STEP=3: writes
+                                                     exercises/step3/train.py)
     python -m accelerate_course.exercise 3 --print  (prints it instead)
 
 The file is made from the step itself, never by hand: every hunk of the diff from step N-1
@@ -14,13 +15,22 @@ import argparse
 import re
 import sys
 
-from accelerate_course.steps import (FOLDERS, LESSONS, REPO, code_of, docstring_end, lesson_hunks,
-                                     lesson_lines)
+from accelerate_course.steps import (
+    FOLDERS,
+    LESSONS,
+    REPO,
+    code_of,
+    docstring_end,
+    lesson_hunks,
+    lesson_lines,
+)
 
 # a hunk whose new lines carry no comment gets one of these, by what it does
-WITHOUT_COMMENT = {"adds": "a line of the lesson goes here",
-                   "changes": "the lesson changes the next line(s)",
-                   "removes": "the lesson takes the next line(s) out"}
+WITHOUT_COMMENT = {
+    "adds": "a line of the lesson goes here",
+    "changes": "the lesson changes the next line(s)",
+    "removes": "the lesson takes the next line(s) out",
+}
 
 
 def comment_texts(lines):
@@ -37,7 +47,7 @@ def comment_texts(lines):
             run = []
         code = code_of(line)
         if code and stripped != code:  # a comment after the code
-            texts.append(stripped[len(code):].strip().lstrip("#").strip())
+            texts.append(stripped[len(code) :].strip().lstrip("#").strip())
     if run:
         texts.append(" ".join(run))
     return [text for text in texts if text]
@@ -55,18 +65,23 @@ def wrap(text, indent, width=96):
     if current:
         lines.append(current)
     # continuation lines are indented, so that a TODO never runs into a comment of the code
-    return [f"{indent}# {line}" if i == 0 else f"{indent}#   {line}" for i, line in enumerate(lines)]
+    return [
+        f"{indent}# {line}" if i == 0 else f"{indent}#   {line}" for i, line in enumerate(lines)
+    ]
 
 
 def exercise(step):
     """Return the text of step `step`'s exercise."""
     before, after = lesson_lines(step)
     title = after[0].strip('"').strip()
-    out = ['"""Exercise: ' + title[0].lower() + title[1:],
-           "",
-           f"This is step {step - 1}, with a TODO where each change of step {step} goes. Make the changes,",
-           f"then check them: make check STEP={step} FILE=exercises/step{step}/train.py",
-           '"""']
+    out = [
+        '"""Exercise: ' + title[0].lower() + title[1:],
+        "",
+        f"This is step {step - 1}, with a TODO where each change of step {step} goes. "
+        "Make the changes,",
+        f"then check them: make check STEP={step} FILE=exercises/step{step}/train.py",
+        '"""',
+    ]
     start = docstring_end(before) + 1
     done = start  # the lines of the previous step copied so far
     for i1, i2, j1, j2 in lesson_hunks(step):
@@ -76,8 +91,9 @@ def exercise(step):
         done = i2
         i1 = max(i1, start)
         # the lesson's own comments: those the previous step has there already are not new
-        texts = [text for text in comment_texts(after[j1:j2])
-                 if text not in comment_texts(before[i1:i2])]
+        texts = [
+            text for text in comment_texts(after[j1:j2]) if text not in comment_texts(before[i1:i2])
+        ]
         code = [line for line in after[j1:j2] + before[i1:i2] if line.strip()]
         indent = re.match(r"\s*", code[0]).group(0) if code else ""
         does = "removes" if not after[j1:j2] else "adds" if i1 == i2 else "changes"
@@ -87,10 +103,10 @@ def exercise(step):
         old = [line for line in before[i1:i2] if line.strip()]
         above, below = (todos[:1], todos[1:]) if old else (todos, [])
         blank = next((k for k, line in enumerate(before[i1:i2]) if line.strip()), 0)
-        out += before[i1:i1 + blank]  # blank lines first: the TODO sits on what changes
+        out += before[i1 : i1 + blank]  # blank lines first: the TODO sits on what changes
         for text in above:
             out += wrap(f"TODO step {step}: {text}", indent)
-        out += before[i1 + blank:i2]
+        out += before[i1 + blank : i2]
         for text in below:
             out += wrap(f"TODO step {step}: {text}", re.match(r"\s*", old[-1]).group(0))
     out += before[done:]
@@ -98,8 +114,9 @@ def exercise(step):
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.exercise",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m accelerate_course.exercise", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("step", type=int, choices=LESSONS)
     parser.add_argument("--print", action="store_true", help="print it instead of writing it")
     parser.add_argument("--force", action="store_true", help="overwrite an existing exercise")
@@ -109,11 +126,17 @@ def main():
         sys.stdout.write(text)
         return
     path = REPO / "exercises" / f"step{args.step}" / "train.py"
-    if write_once(path, text, args.force,
-                  f"python -m accelerate_course.exercise {args.step} --force",
-                  f"python -m accelerate_course.exercise {args.step} --print > train.py"):
-        print(f"wrote {path.relative_to(REPO)}: step {args.step - 1} with "
-              f"{text.count(f'# TODO step {args.step}:')} TODOs for step {args.step}'s lesson")
+    if write_once(
+        path,
+        text,
+        args.force,
+        f"python -m accelerate_course.exercise {args.step} --force",
+        f"python -m accelerate_course.exercise {args.step} --print > train.py",
+    ):
+        print(
+            f"wrote {path.relative_to(REPO)}: step {args.step - 1} with "
+            f"{text.count(f'# TODO step {args.step}:')} TODOs for step {args.step}'s lesson"
+        )
     print(f"run it:    {run_command(args.step, path.relative_to(REPO))}")
     print(f"check it:  make check STEP={args.step} FILE={path.relative_to(REPO)}")
 
@@ -125,21 +148,26 @@ def write_once(path, text, force, again, elsewhere=None):
     one line naming the fix."""
     shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
     if path.exists() and path.read_bytes() != text.encode() and not force:
-        print(f"kept {shown}: it has your changes (to start again from the untouched file: "
-              f"{again})")
+        print(
+            f"kept {shown}: it has your changes (to start again from the untouched file: {again})"
+        )
         try:
             path.read_bytes().decode("utf-8")
         except UnicodeDecodeError as error:  # an editor's Windows encoding: Python reads UTF-8
-            print(f"note: {shown} is not UTF-8 (byte {error.start + 1} is not), and Python "
-                  "reads a script as UTF-8: save it again as UTF-8 in your editor")
+            print(
+                f"note: {shown} is not UTF-8 (byte {error.start + 1} is not), and Python "
+                "reads a script as UTF-8: save it again as UTF-8 in your editor"
+            )
         return False
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     except OSError as error:
         fix = f", or write it elsewhere: {elsewhere}" if elsewhere else ""
-        sys.exit(f"error: cannot write {shown} ({error.strerror or error}): clone the course "
-                 f"into a folder you can write to{fix}")
+        sys.exit(
+            f"error: cannot write {shown} ({error.strerror or error}): clone the course "
+            f"into a folder you can write to{fix}"
+        )
     return True
 
 
@@ -148,11 +176,12 @@ def run_command(step, path):
     docstring), with the exercise in place of the step and an output folder of its own."""
     folder = FOLDERS[step]
     lines = (REPO / folder / "train.py").read_text().splitlines()
-    docstring = "\n".join(lines[:docstring_end(lines)])
+    docstring = "\n".join(lines[: docstring_end(lines)])
     run = docstring.split("Run:", 1)[1].split("\nRead:")[0].replace("\\\n", " ")
     command = " ".join(run.split())
     return command.replace(f"{folder}/train.py", str(path)).replace(
-        f"outputs/step{step}", f"outputs/exercise{step}")
+        f"outputs/step{step}", f"outputs/exercise{step}"
+    )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
     python3 -m accelerate_course.install                 (make install: what make course runs first)
     python3 -m accelerate_course.install --torch cpu     (make install TORCH=cpu; or cuda, cu126)
-    python3 -m accelerate_course.install --plan          (say what it would install; install nothing)
+    python3 -m accelerate_course.install --plan          (say what it would install; install
+                                                          nothing)
 
 Before pip runs, one line says which build of torch comes and about how big it is:
 - Linux (x86-64, aarch64) without an NVIDIA driver: PyTorch's CPU build, from its CPU index
@@ -46,8 +47,7 @@ CUDA12_DRIVER = 525
 SIZES = {
     ("cpu", "x86_64"): "a 192 MB download",
     ("cpu", "aarch64"): "a download of about 200 MB",
-    ("cuda", "x86_64"): "a 2.7 GB download: torch 527 MB and 2.2 GB of NVIDIA and Triton "
-                        "libraries",
+    ("cuda", "x86_64"): "a 2.7 GB download: torch 527 MB and 2.2 GB of NVIDIA and Triton libraries",
     ("cuda", "aarch64"): "a download of several GB: torch 427 MB and the NVIDIA libraries",
     ("default", "arm64"): "a 111 MB download",
     ("default", "x86_64"): "a download of about 120 MB",
@@ -60,15 +60,23 @@ def python_problem(version=None, found=None):
     version = tuple(version or sys.version_info[:3])
     if version[:2] >= NEWEST_NEEDED:
         return None
-    found = found if found is not None else [
-        name for name in ("python3.13", "python3.12", "python3.11") if shutil.which(name)]
+    found = (
+        found
+        if found is not None
+        else [name for name in ("python3.13", "python3.12", "python3.11") if shutil.which(name)]
+    )
     have = ".".join(map(str, version))
-    fix = (f"this machine has {found[0]}: run make install PYTHON={found[0]}" if found else
-           "install one with uv (uv python install 3.12, then make install PYTHON=\"$(uv "
-           "python find 3.12)\") or conda (conda create -n py312 python=3.12, then make "
-           "install PYTHON=python3.12 in that environment); macOS: brew install python@3.12")
-    return (f"the course needs Python 3.11 or newer (transformers 5.24 requires it), and "
-            f"{Path(sys.executable).name} is {have}; {fix}")
+    fix = (
+        f"this machine has {found[0]}: run make install PYTHON={found[0]}"
+        if found
+        else 'install one with uv (uv python install 3.12, then make install PYTHON="$(uv '
+        'python find 3.12)") or conda (conda create -n py312 python=3.12, then make '
+        "install PYTHON=python3.12 in that environment); macOS: brew install python@3.12"
+    )
+    return (
+        f"the course needs Python 3.11 or newer (transformers 5.24 requires it), and "
+        f"{Path(sys.executable).name} is {have}; {fix}"
+    )
 
 
 def venv_problem(venv):
@@ -88,12 +96,16 @@ def venv_problem(venv):
     # "command = <python> -m venv [--options] <folder>" (Python 3.11 and newer write it)
     made_in = re.sub(r"^(--?\S+\s+)*", "", config.get("command", "").rpartition(" -m venv ")[2])
     if made_in and Path(made_in).resolve() != venv.resolve():
-        return (f"{venv.name} was made in {made_in}, and an environment cannot be moved (its "
-                f"scripts and the course's install name that folder); {remake}")
+        return (
+            f"{venv.name} was made in {made_in}, and an environment cannot be moved (its "
+            f"scripts and the course's install name that folder); {remake}"
+        )
     base = config.get("executable")
     if base and not Path(base).exists():
-        return (f"{venv.name} was made by {base} (Python {config.get('version', '?')}), which "
-                f"is no longer there; {remake}")
+        return (
+            f"{venv.name} was made by {base} (Python {config.get('version', '?')}), which "
+            f"is no longer there; {remake}"
+        )
     return ""
 
 
@@ -101,10 +113,14 @@ def nvidia_driver():
     """Return the NVIDIA driver's version ('580.95.05'), 'WSL' for Windows' driver seen from
     WSL, or None when there is none."""
     from accelerate_course.torch_build import nvidia_driver as kernel_driver
+
     found = kernel_driver()
     if found:
         return found
-    if Path("/usr/lib/wsl/lib/libcuda.so.1").exists() or Path("/usr/lib/wsl/lib/nvidia-smi").exists():
+    if (
+        Path("/usr/lib/wsl/lib/libcuda.so.1").exists()
+        or Path("/usr/lib/wsl/lib/nvidia-smi").exists()
+    ):
         return "WSL"
     return None
 
@@ -126,12 +142,17 @@ def choose(asked="auto", system=None, machine=None, driver=None):
         return "cpu", "no NVIDIA driver here (make install TORCH=cuda for the CUDA build)"
     major = int(driver.split(".")[0]) if driver[0].isdigit() else None
     if major is not None and major < CUDA13_DRIVER:
-        return "cpu", (f"the NVIDIA driver {driver} is older than the CUDA 13 build needs "
-                       f"({CUDA13_DRIVER}), so this is the CPU build and the GPU stays unused: "
-                       "make install TORCH=cu126 for PyTorch's CUDA 12.6 build (drivers from "
-                       f"{CUDA12_DRIVER}), or update the driver")
-    where = "Windows' NVIDIA driver, seen from WSL" if driver == "WSL" else \
-        f"the NVIDIA driver {driver}"
+        return "cpu", (
+            f"the NVIDIA driver {driver} is older than the CUDA 13 build needs "
+            f"({CUDA13_DRIVER}), so this is the CPU build and the GPU stays unused: "
+            "make install TORCH=cu126 for PyTorch's CUDA 12.6 build (drivers from "
+            f"{CUDA12_DRIVER}), or update the driver"
+        )
+    where = (
+        "Windows' NVIDIA driver, seen from WSL"
+        if driver == "WSL"
+        else f"the NVIDIA driver {driver}"
+    )
     return "cuda", f"{where} is here (make install TORCH=cpu for the small CPU build)"
 
 
@@ -161,10 +182,16 @@ def torch_find_links():
 def describe(build, machine=None):
     """Return the build and its size, for the line said before the download."""
     machine = (machine or platform.machine()).lower()
-    name = {"cpu": "the CPU build", "cuda": "the CUDA 13.0 build", "default": "PyPI's build",
-            **{b: f"the CUDA {b[2:-1]}.{b[-1]} build" for b in CUDA_BUILDS}}[build]
-    size = SIZES.get((build, machine), "a download of several GB" if build.startswith("cu")
-                     else "a download of a few hundred MB")
+    name = {
+        "cpu": "the CPU build",
+        "cuda": "the CUDA 13.0 build",
+        "default": "PyPI's build",
+        **{b: f"the CUDA {b[2:-1]}.{b[-1]} build" for b in CUDA_BUILDS},
+    }[build]
+    size = SIZES.get(
+        (build, machine),
+        "a download of several GB" if build.startswith("cu") else "a download of a few hundred MB",
+    )
     return f"{name} ({size})"
 
 
@@ -172,6 +199,7 @@ def reachable(url, timeout=3.0):
     """Return True if a TCP connection to the URL's host opens within timeout (an index that
     cannot be reached costs pip minutes of retries, package by package)."""
     from urllib.parse import urlparse
+
     address = urlparse(url)
     if address.scheme in ("file", ""):  # a file:// URL, or a folder's path
         return Path(address.path).exists()
@@ -184,8 +212,11 @@ def reachable(url, timeout=3.0):
 
 def pinned_torch():
     """Return requirements.txt's torch pin, e.g. 'torch==2.13.0'."""
-    return next(line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()
-                if line.strip().startswith("torch=="))
+    return next(
+        line.strip()
+        for line in (REPO / "requirements.txt").read_text().splitlines()
+        if line.strip().startswith("torch==")
+    )
 
 
 def pip_commands(venv_python, build, index, find_links=None):
@@ -199,21 +230,29 @@ def pip_commands(venv_python, build, index, find_links=None):
     commands.append([*pip, "-r", str(REPO / "requirements.txt")])
     # editable, as one plain path line in the environment (setuptools' compat mode), not an
     # import hook: the course's folder on sys.path, and nothing run when Python starts
-    commands.append([*pip, "--no-deps", "-e", str(REPO), "--config-settings",
-                     "editable_mode=compat"])
+    commands.append(
+        [*pip, "--no-deps", "-e", str(REPO), "--config-settings", "editable_mode=compat"]
+    )
     return commands
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.install",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--torch", default=os.environ.get("TORCH") or "auto",
-                        choices=["auto", "cpu", "cuda", *CUDA_BUILDS],
-                        help="which build of torch (default auto: from this machine)")
+    parser = argparse.ArgumentParser(
+        prog="python -m accelerate_course.install", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--torch",
+        default=os.environ.get("TORCH") or "auto",
+        choices=["auto", "cpu", "cuda", *CUDA_BUILDS],
+        help="which build of torch (default auto: from this machine)",
+    )
     parser.add_argument("--venv", default=".venv", type=Path)
     parser.add_argument("--plan", action="store_true", help="say what it would install")
-    parser.add_argument("--check", action="store_true",
-                        help="say in one line what is wrong with an existing --venv, if anything")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="say in one line what is wrong with an existing --venv, if anything",
+    )
     args = parser.parse_args()
     venv = REPO / args.venv if not args.venv.is_absolute() else args.venv
     if venv_problem(venv):
@@ -229,13 +268,19 @@ def main():
     if find_links and not reachable(find_links):
         sys.exit(f"error: COURSE_TORCH_FIND_LINKS={find_links} cannot be reached from here")
     if index and not reachable(index):
-        print(f"install: {index} cannot be reached from here: torch comes from pip's usual "
-              "indexes instead (on Linux, PyPI's is the CUDA build)", flush=True)
+        print(
+            f"install: {index} cannot be reached from here: torch comes from pip's usual "
+            "indexes instead (on Linux, PyPI's is the CUDA build)",
+            flush=True,
+        )
         index = None
     elif index and index == index_of(build):
-        print(f"install: torch comes from {index}; where that is slow, COURSE_TORCH_FIND_LINKS "
-              "(a mirror's folder of wheels) or COURSE_TORCH_INDEX (a mirror's simple index) "
-              "names another: docs/your-own-setup.md", flush=True)
+        print(
+            f"install: torch comes from {index}; where that is slow, COURSE_TORCH_FIND_LINKS "
+            "(a mirror's folder of wheels) or COURSE_TORCH_INDEX (a mirror's simple index) "
+            "names another: docs/your-own-setup.md",
+            flush=True,
+        )
     python = venv / ("Scripts" if sys.platform == "win32" else "bin") / "python"
     commands = pip_commands(python, build, index, find_links)
     if args.plan:
@@ -244,22 +289,32 @@ def main():
         return
     if not python.exists():
         if not os.access(venv.parent, os.W_OK):
-            sys.exit(f"error: {venv.parent} cannot be written, and the course makes its "
-                     f"environment there ({args.venv}); clone the course into a folder you can "
-                     "write to, such as your home folder")
-        made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True,
-                              text=True)
+            sys.exit(
+                f"error: {venv.parent} cannot be written, and the course makes its "
+                f"environment there ({args.venv}); clone the course into a folder you can "
+                "write to, such as your home folder"
+            )
+        made = subprocess.run(
+            [sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True
+        )
         if made.returncode != 0:
             reason = (made.stderr.strip().splitlines() or ["no reason given"])[-1]
-            sys.exit(f"error: python -m venv could not make {args.venv}: {reason}; on Debian "
-                     "and Ubuntu, install the venv module: sudo apt install python3-venv")
+            sys.exit(
+                f"error: python -m venv could not make {args.venv}: {reason}; on Debian "
+                "and Ubuntu, install the venv module: sudo apt install python3-venv"
+            )
     for command in commands:
         done = subprocess.run(command)
         if done.returncode != 0:
-            sys.exit(f"error: pip could not install the course's packages (exit code "
-                     f"{done.returncode}, its lines above say why)")
-    installed = subprocess.run([str(python), "-c", "import importlib.metadata as m; "
-                                "print(m.version('torch'))"], capture_output=True, text=True)
+            sys.exit(
+                f"error: pip could not install the course's packages (exit code "
+                f"{done.returncode}, its lines above say why)"
+            )
+    installed = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(m.version('torch'))"],
+        capture_output=True,
+        text=True,
+    )
     print(f"install: installed torch {installed.stdout.strip()} into {args.venv}")
 
 

@@ -65,8 +65,6 @@ class Record:
         self.error_line = None  # the script's line its exception was raised at (innermost)
 
 
-
-
 def first_line(error):
     """Return an exception's first line as the tables and hints show it: without the C++
     source location a library prefixes (gloo's "[/__w/pytorch/.../pair.cc:553] ") and without
@@ -79,8 +77,11 @@ def first_line(error):
 def line_in_script(error, script):
     """Return the line of script in the innermost frame of error's traceback that is the
     script's own (where the script raised it, or called what did), or None."""
-    lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__)
-             if frame.filename == script]
+    lines = [
+        frame.lineno
+        for frame in traceback.extract_tb(error.__traceback__)
+        if frame.filename == script
+    ]
     return lines[-1] if lines else None
 
 
@@ -126,17 +127,23 @@ def report_process(record, args, again_alone):
         "lengths": sorted(set(record.lengths)),
         "eval_forwarded": record.eval_forwarded,
         "weights": fingerprint(model) if model is not None else None,
-        "mixed_precision": record.accelerators[-1].mixed_precision if record.accelerators
-        else None,
-        "grad_scaler": next((type(a.scaler).__name__ for a in record.accelerators
-                             if getattr(a, "scaler", None) is not None), None),
+        "mixed_precision": record.accelerators[-1].mixed_precision if record.accelerators else None,
+        "grad_scaler": next(
+            (
+                type(a.scaler).__name__
+                for a in record.accelerators
+                if getattr(a, "scaler", None) is not None
+            ),
+            None,
+        ),
         "bars": record.bars,
         "results_printed": record.results_printed,
         "error_line": record.error_line,
     }
     if report["rank"] == 0 and model is not None and args is not None and again_alone:
-        report["alone_predictions"], report["alone_labels"], report["alone_loss"] = \
-            evaluate_alone(model, args)
+        report["alone_predictions"], report["alone_labels"], report["alone_loss"] = evaluate_alone(
+            model, args
+        )
     path = record.folder / f"rank{RANK()}.json"
     path.write_text(json.dumps(report))
 
@@ -144,8 +151,11 @@ def report_process(record, args, again_alone):
 @contextlib.contextmanager
 def output_to(path):
     """Send this process's stdout and stderr (print, tqdm, warnings) to a file."""
-    with open(path, "a", buffering=1) as f, contextlib.redirect_stdout(f), \
-            contextlib.redirect_stderr(f):
+    with (
+        open(path, "a", buffering=1) as f,
+        contextlib.redirect_stdout(f),
+        contextlib.redirect_stderr(f),
+    ):
         yield
 
 
@@ -174,8 +184,13 @@ def spy_on(step_globals, record):
             record.eval_forwarded += kwargs["input_ids"].shape[0]
 
     AutoModelForSequenceClassification.from_pretrained = classmethod(from_pretrained)
-    undo.append(lambda: setattr(AutoModelForSequenceClassification, "from_pretrained",
-                                classmethod(original_from_pretrained)))
+    undo.append(
+        lambda: setattr(
+            AutoModelForSequenceClassification,
+            "from_pretrained",
+            classmethod(original_from_pretrained),
+        )
+    )
 
     original_compute = evaluate.EvaluationModule.compute
 
@@ -214,11 +229,24 @@ def spy_on(step_globals, record):
         original_write = step_globals["write_metrics"]
 
         def write_metrics(output_dir, args, results):
-            record.writes.append({k: results[k] for k in
-                                  ("accuracy", "f1", "eval_loss", "eval_samples",
-                                   "eval_gathered", "predictions", "train_losses",
-                                   "num_processes", "train_seconds", "eval_seconds")
-                                  if k in results})
+            record.writes.append(
+                {
+                    k: results[k]
+                    for k in (
+                        "accuracy",
+                        "f1",
+                        "eval_loss",
+                        "eval_samples",
+                        "eval_gathered",
+                        "predictions",
+                        "train_losses",
+                        "num_processes",
+                        "train_seconds",
+                        "eval_seconds",
+                    )
+                    if k in results
+                }
+            )
             return original_write(output_dir, args, results)
 
         step_globals["write_metrics"] = write_metrics
@@ -284,9 +312,15 @@ def spy_on(step_globals, record):
             def step(self, *a, **k):
                 record.learning_rates.append(self.param_groups[0]["lr"])
                 if len(record.grad_norms) < 3:
-                    grads = [p.grad.detach().double().norm() ** 2 for group in self.param_groups
-                             for p in group["params"] if p.grad is not None]
-                    record.grad_norms.append(float(torch.stack(grads).sum().sqrt()) if grads else 0.0)
+                    grads = [
+                        p.grad.detach().double().norm() ** 2
+                        for group in self.param_groups
+                        for p in group["params"]
+                        if p.grad is not None
+                    ]
+                    record.grad_norms.append(
+                        float(torch.stack(grads).sum().sqrt()) if grads else 0.0
+                    )
                 return super().step(*a, **k)
 
         step_globals["AdamW"] = AdamW
@@ -361,8 +395,12 @@ def main():
     batch = json.loads(Path(sys.argv[1]).read_text())
     for entry in batch["runs"]:
         saved_env = dict(os.environ)
-        run(entry, batch["flags"], Path(batch["folder"]) / entry["name"],
-            batch.get("evaluate_alone", True))
+        run(
+            entry,
+            batch["flags"],
+            Path(batch["folder"]) / entry["name"],
+            batch.get("evaluate_alone", True),
+        )
         os.environ.clear()
         os.environ.update(saved_env)
     if torch.distributed.is_initialized():

@@ -20,31 +20,40 @@ from accelerate_course.measuring import measure_batch
 from accelerate_course.steps import REPO, STEPS
 from common.cli import free_port
 
-
 DRIVER = Path(__file__).resolve().parent / "lab_driver.py"
-
 
 
 # a short run: enough optimizer steps for a missing line to show, few enough for class
 SHORT_RUN = ["--max-train-steps", "30"]
 
 
-
 def lab_environment(**extra):
     """Return the environment of a lab run: offline (the hub at a closed local port, so no
     run waits for retries), on the CPU (no GPU visible), and nothing set that a step or
     launch is meant to do itself."""
-    env = dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_DISABLE_TELEMETRY="1",
-               TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1",
-               # on the CPU, where the lab's tables were measured, GPU or not: a GPU would
-               # change every number (and two processes cannot share one)
-               CUDA_VISIBLE_DEVICES="")
-    for name in ("HF_HUB_OFFLINE", "ACCELERATE_USE_CPU", "WORLD_SIZE", "RANK", "LOCAL_RANK",
-                 "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+    env = dict(
+        os.environ,
+        HF_ENDPOINT="http://127.0.0.1:9",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONUNBUFFERED="1",
+        # on the CPU, where the lab's tables were measured, GPU or not: a GPU would
+        # change every number (and two processes cannot share one)
+        CUDA_VISIBLE_DEVICES="",
+    )
+    for name in (
+        "HF_HUB_OFFLINE",
+        "ACCELERATE_USE_CPU",
+        "WORLD_SIZE",
+        "RANK",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    ):
         env.pop(name, None)
     env.update(extra)
     return env
-
 
 
 def how_launched(step):
@@ -78,10 +87,13 @@ def write_batch(step, scripts, folder, flags=SHORT_RUN, processes=None, evaluate
     batch_path = folder / "batch.json"
     # the final weights evaluated again alone: the reference of a distributed evaluation
     alone = step >= 3 if evaluate_alone is None else evaluate_alone
-    batch_path.write_text(json.dumps({"folder": str(folder), "flags": step_flags, "runs": runs,
-                                      "evaluate_alone": alone}, indent=1))
+    batch_path.write_text(
+        json.dumps(
+            {"folder": str(folder), "flags": step_flags, "runs": runs, "evaluate_alone": alone},
+            indent=1,
+        )
+    )
     return batch_path
-
 
 
 def run_within(launches, seconds, popen=None):
@@ -97,10 +109,23 @@ def run_within(launches, seconds, popen=None):
     with tempfile.TemporaryDirectory() as folder:
         files = [open(Path(folder) / f"launch{i}.out", "w+") for i in range(len(launches))]
         try:
-            processes = running.run([(command, dict(cwd=REPO, env=environment(env), stdout=out,
-                                                    stderr=subprocess.STDOUT, text=True,
-                                                    **popen))
-                                     for (command, env), out in zip(launches, files)], seconds)
+            processes = running.run(
+                [
+                    (
+                        command,
+                        dict(
+                            cwd=REPO,
+                            env=environment(env),
+                            stdout=out,
+                            stderr=subprocess.STDOUT,
+                            text=True,
+                            **popen,
+                        ),
+                    )
+                    for (command, env), out in zip(launches, files)
+                ],
+                seconds,
+            )
             outputs = []
             for out in files:
                 out.seek(0)
@@ -111,9 +136,9 @@ def run_within(launches, seconds, popen=None):
     return [(output, process.returncode) for output, process in zip(outputs, processes)]
 
 
-
 class LabBatch(NamedTuple):
     """One launch of the driver, ready to start: its batch file, its command and environment."""
+
     batch_path: Path
     folder: Path
     processes: int  # how many processes report (1 for step 1)
@@ -121,9 +146,17 @@ class LabBatch(NamedTuple):
     env: dict
 
 
-
-def lab_batch(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None, launcher=None,
-              use_cpu=True, evaluate_alone=None):
+def lab_batch(
+    step,
+    scripts,
+    folder,
+    flags=SHORT_RUN,
+    processes=None,
+    env=None,
+    launcher=None,
+    use_cpu=True,
+    evaluate_alone=None,
+):
     """Return the LabBatch that runs scripts ({name: path, or (path, env), or (path, env,
     flags)}) as step `step` runs (see run_scripts): on `processes` processes (None: the
     step's lab_processes), started as the step's record says (commands.command_for: python,
@@ -137,25 +170,40 @@ def lab_batch(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None, 
     one = n == 1 and launcher != "accelerate"
     # a free port of its own for each launch of several processes: batches run side by side
     port = free_port() if n > 1 and record.started_by != "itself" else None
-    command = command_for(step, DRIVER, n, launcher if launcher or one else "accelerate",
-                          port=port) + [str(batch_path)]
+    command = command_for(
+        step, DRIVER, n, launcher if launcher or one else "accelerate", port=port
+    ) + [str(batch_path)]
     says_cpu = use_cpu and n > 1 and record.started_by != "itself"
-    return LabBatch(batch_path, Path(folder), n if record.joins_processes else 1, command,
-                    lab_environment(**{**({"ACCELERATE_USE_CPU": "1"} if says_cpu else {}),
-                                       **record.lab_env, **(env or {})}))
-
+    return LabBatch(
+        batch_path,
+        Path(folder),
+        n if record.joins_processes else 1,
+        command,
+        lab_environment(
+            **{**({"ACCELERATE_USE_CPU": "1"} if says_cpu else {}), **record.lab_env, **(env or {})}
+        ),
+    )
 
 
 def run_batches(batches, time_limit=900, popen=None):
     """Run LabBatches side by side; return their measurements, [{name: Run}, ...]."""
     done = run_within([(batch.command, batch.env) for batch in batches], time_limit, popen)
-    return [measured_batch(batch.batch_path, batch.folder, batch.processes, output, code)
-            for batch, (output, code) in zip(batches, done)]
+    return [
+        measured_batch(batch.batch_path, batch.folder, batch.processes, output, code)
+        for batch, (output, code) in zip(batches, done)
+    ]
 
 
-
-def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
-                        launcher="accelerate", machine_env=None, popen=None):
+def run_on_two_machines(
+    step,
+    scripts,
+    folder,
+    flags=SHORT_RUN,
+    time_limit=900,
+    launcher="accelerate",
+    machine_env=None,
+    popen=None,
+):
     """Run scripts as run_scripts does, as 2 machines of 1 process each on 127.0.0.1, one
     launcher per "machine": accelerate launch --num_machines 2 or torchrun --nnodes 2, on the
     CPU (ACCELERATE_USE_CPU=1, as the README's command; torchrun with one thread per process,
@@ -163,15 +211,25 @@ def run_on_two_machines(step, scripts, folder, flags=SHORT_RUN, time_limit=900,
     launcher sees (a cluster's variables). Return {name: measurement}."""
     batch_path = write_batch(step, scripts, folder, flags, 2)
     port = free_port()
-    env = {"ACCELERATE_USE_CPU": "1", **({} if launcher == "accelerate" else
-                                          {"OMP_NUM_THREADS": "1"})}
-    launches = [(command_for(step, DRIVER, 2, launcher, machine=(rank, port)) + [str(batch_path)],
-                 lab_environment(**env, **(machine_env(rank) if machine_env else {})))
-                for rank in (0, 1)]
+    env = {
+        "ACCELERATE_USE_CPU": "1",
+        **({} if launcher == "accelerate" else {"OMP_NUM_THREADS": "1"}),
+    }
+    launches = [
+        (
+            command_for(step, DRIVER, 2, launcher, machine=(rank, port)) + [str(batch_path)],
+            lab_environment(**env, **(machine_env(rank) if machine_env else {})),
+        )
+        for rank in (0, 1)
+    ]
     outputs = run_within(launches, time_limit, popen)
-    return measured_batch(batch_path, folder, 2, "".join(output for output, _ in outputs),
-                          next((code for _, code in outputs if code), 0))
-
+    return measured_batch(
+        batch_path,
+        folder,
+        2,
+        "".join(output for output, _ in outputs),
+        next((code for _, code in outputs if code), 0),
+    )
 
 
 class LaunchFailed(RuntimeError):
@@ -192,11 +250,16 @@ def last_own_line(output):
     for line in reversed(lines):
         if line.startswith("error: "):
             return line
-    launcher = ("subprocess.CalledProcessError", "torch.distributed.elastic",
-                "ChildFailedError", "accelerate.commands")
+    launcher = (
+        "subprocess.CalledProcessError",
+        "torch.distributed.elastic",
+        "ChildFailedError",
+        "accelerate.commands",
+    )
     for line in reversed(lines):
-        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt): ", line) \
-                and not any(word in line for word in launcher):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt): ", line) and not any(
+            word in line for word in launcher
+        ):
             return line
     return None
 
@@ -211,32 +274,50 @@ def measured_batch(batch_path, folder, processes, output, exit_code):
     return measured
 
 
-
-def run_scripts(step, scripts, folder, flags=SHORT_RUN, processes=None, env=None,
-                launcher=None, use_cpu=True, time_limit=900, evaluate_alone=None, popen=None):
+def run_scripts(
+    step,
+    scripts,
+    folder,
+    flags=SHORT_RUN,
+    processes=None,
+    env=None,
+    launcher=None,
+    use_cpu=True,
+    time_limit=900,
+    evaluate_alone=None,
+    popen=None,
+):
     """Run scripts ({name: path or (path, env)}) as step `step` runs, all in one launch;
     return {name: measurement} (see measure). folder keeps every report. Past time_limit
     seconds the launch is stopped, every process of it, and running.TimeLimitReached raised.
     popen: see run_within."""
-    return run_batches([lab_batch(step, scripts, folder, flags, processes, env, launcher,
-                                  use_cpu, evaluate_alone)], time_limit, popen)[0]
-
+    return run_batches(
+        [
+            lab_batch(
+                step, scripts, folder, flags, processes, env, launcher, use_cpu, evaluate_alone
+            )
+        ],
+        time_limit,
+        popen,
+    )[0]
 
 
 def checkpoint_without_dropout(folder):
     """Return a copy of the embedded checkpoint, in folder, whose config turns dropout off:
     two runs that differ only in tensor shapes (padding) then compute the same function."""
     import shutil
+
     from common.checkpoint import EMBEDDED_CHECKPOINT
+
     target = Path(folder) / "bert-without-dropout"
     if not target.exists():
         shutil.copytree(EMBEDDED_CHECKPOINT, target)
         config = json.loads((target / "config.json").read_text())
-        config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                      classifier_dropout=0.0)
+        config.update(
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0
+        )
         (target / "config.json").write_text(json.dumps(config))
     return target
-
 
 
 def lab_flags(step, folder):

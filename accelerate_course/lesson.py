@@ -26,8 +26,9 @@ def plain(step):
     """Return lesson `step` as a unified diff (step 1: its whole file, as added lines)."""
     if step == 1:
         lines = TRAIN_PY[1].read_text().splitlines()
-        return (f"--- /dev/null\n+++ {FOLDERS[1]}/train.py\n@@ -0,0 +1,{len(lines)} @@\n"
-                + "".join(f"+{line}\n" for line in lines))
+        return f"--- /dev/null\n+++ {FOLDERS[1]}/train.py\n@@ -0,0 +1,{len(lines)} @@\n" + "".join(
+            f"+{line}\n" for line in lines
+        )
     return lesson_diff(step)
 
 
@@ -52,13 +53,16 @@ def in_colour(stream):
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.lesson",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m accelerate_course.lesson", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("step", type=int)
     args = parser.parse_args()
     if args.step not in FOLDERS:
-        sys.exit(f"error: there is no step {args.step}: the steps are "
-                 f"{', '.join(map(str, FOLDERS))} (make lesson STEP=3)")
+        sys.exit(
+            f"error: there is no step {args.step}: the steps are "
+            f"{', '.join(map(str, FOLDERS))} (make lesson STEP=3)"
+        )
     text = plain(args.step)
     sys.stdout.write(coloured(text) if in_colour(sys.stdout) else text)
 

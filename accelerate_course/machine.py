@@ -37,10 +37,13 @@ def cpu_name():
 def describe_machine():
     """Return one line on this machine: cores and processor, GPU, Python, torch, threads."""
     import torch
+
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return (f"{os.cpu_count()} CPU cores ({cpu_name()}), {gpu}, Python "
-            f"{platform.python_version()}, torch {torch.__version__}, "
-            f"{torch.get_num_threads()} threads")
+    return (
+        f"{os.cpu_count()} CPU cores ({cpu_name()}), {gpu}, Python "
+        f"{platform.python_version()}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads"
+    )
 
 
 def machine():
@@ -49,21 +52,42 @@ def machine():
     machine. A GPU put aside counts as none: every step then runs on the CPU
     (course_commands puts CUDA_VISIBLE_DEVICES= in its command), and the words say why."""
     import torch
+
     problem = gpu_problem(torch)
     if problem:
-        return 0, False, False, (f"no GPU this torch can use, {os.cpu_count()} CPU cores; "
-                                 f"{problem}"), True
+        return (
+            0,
+            False,
+            False,
+            (f"no GPU this torch can use, {os.cpu_count()} CPU cores; {problem}"),
+            True,
+        )
     gpus = torch.cuda.device_count()
     mps = not gpus and torch.backends.mps.is_available()
     # a TPU: PJRT_DEVICE=TPU, or a TPU chip on the PCI bus (torch_xla's own test)
     from common.tpu import tpu_chips
+
     chips = tpu_chips()
     if chips or os.environ.get("PJRT_DEVICE") == "TPU":
-        return gpus, True, False, (f"a TPU ({len(chips)} chip{'s' if len(chips) > 1 else ''}, "
-                                   f"{chips[0]})" if chips else "a TPU (PJRT_DEVICE=TPU)"), False
+        return (
+            gpus,
+            True,
+            False,
+            (
+                f"a TPU ({len(chips)} chip{'s' if len(chips) > 1 else ''}, {chips[0]})"
+                if chips
+                else "a TPU (PJRT_DEVICE=TPU)"
+            ),
+            False,
+        )
     if gpus:
-        return (gpus, False, False,
-                f"{gpus} GPU{'s' if gpus > 1 else ''} ({torch.cuda.get_device_name(0)})", False)
+        return (
+            gpus,
+            False,
+            False,
+            f"{gpus} GPU{'s' if gpus > 1 else ''} ({torch.cuda.get_device_name(0)})",
+            False,
+        )
     if mps:
         return 0, False, True, f"Apple's GPU (mps), {os.cpu_count()} CPU cores", False
     return 0, False, False, f"no GPU, {os.cpu_count()} CPU cores", False
@@ -75,8 +99,11 @@ def refuse_windows():
     USE_LIBUV=0 on Windows builds)."""
     if sys.platform == "win32":
         from common.launch import WSL
-        sys.exit(f"error: make course runs steps 3 and 4 on several processes, which native "
-                 f"Windows cannot start as the course does; {WSL}")
+
+        sys.exit(
+            f"error: make course runs steps 3 and 4 on several processes, which native "
+            f"Windows cannot start as the course does; {WSL}"
+        )
 
 
 def cores():

@@ -10,10 +10,8 @@ from pathlib import Path
 
 from common.embedded import DATA
 
-
 # the embedded validation split's pairs, one per line of its file: 408
 VALIDATION_PAIRS = sum(1 for line in (DATA / "validation.jsonl").open() if line.strip())
-
 
 
 @dataclass(frozen=True)
@@ -23,7 +21,9 @@ class Run:
     global rank 0; a list "by process" has one entry per process that reported."""
 
     error: str | None  # the line the run stopped with (an `error:` line, or an exception), or None
-    processes_reporting: int  # how many processes reported (those that got as far as an Accelerator)
+    processes_reporting: (
+        int  # how many processes reported (those that got as far as an Accelerator)
+    )
     processes_started: int  # how many processes the launch started
     processes_alone: int  # of several started, how many said they were 1 of 1 (not joined)
     accelerator_processes: int | None  # how many processes rank 0's Accelerator said there are
@@ -72,7 +72,6 @@ class Run:
     folder: str | None = None  # the run's folder (its reports; its output in folder/output)
 
 
-
 def fingerprint(model):
     """Return a short hash of every weight of the model (equal weights, equal hash)."""
     digest = hashlib.sha1()
@@ -93,13 +92,16 @@ def saved_model(output):
     first_name = None
     if "model.safetensors" in files:
         from safetensors import safe_open
+
         with safe_open(folder / "model.safetensors", "pt") as weights:
             first_name = sorted(weights.keys())[0]
     elif "pytorch_model.bin" in files:
         import torch
+
         first_name = sorted(torch.load(folder / "pytorch_model.bin", weights_only=True))[0]
     from transformers import AutoModelForSequenceClassification
     from transformers.utils import logging
+
     verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
     logging.set_verbosity_error()  # its load report and bar: what it found is measured instead
     logging.disable_progress_bar()
@@ -129,10 +131,14 @@ def first_error(run_folder, error):
 
 def measure(run_folder, processes_launched):
     """Return the Run that a run's reports (rank<R>.json, run0.json) describe."""
-    ranks = sorted((json.loads(p.read_text()) for p in run_folder.glob("rank*.json")),
-                   key=lambda r: r["rank"])
-    outcome = json.loads((run_folder / "run0.json").read_text()) \
-        if (run_folder / "run0.json").exists() else {"error": "no report", "seconds": 0}
+    ranks = sorted(
+        (json.loads(p.read_text()) for p in run_folder.glob("rank*.json")), key=lambda r: r["rank"]
+    )
+    outcome = (
+        json.loads((run_folder / "run0.json").read_text())
+        if (run_folder / "run0.json").exists()
+        else {"error": "no report", "seconds": 0}
+    )
     accelerate_ranks = [r for r in ranks if r["num_processes"] is not None]
     rank0 = next((r for r in ranks if r["rank"] == 0), ranks[0] if ranks else {})
     writes = [w for r in ranks for w in r.get("writes", [])]
@@ -142,7 +148,9 @@ def measure(run_folder, processes_launched):
         error=first_error(run_folder, outcome["error"]),
         processes_reporting=len(accelerate_ranks) or len(ranks),
         processes_started=processes_launched,
-        processes_alone=sum(1 for r in ranks if r["num_processes"] == 1) if processes_launched > 1 else 0,
+        processes_alone=sum(1 for r in ranks if r["num_processes"] == 1)
+        if processes_launched > 1
+        else 0,
         accelerator_processes=rank0.get("num_processes"),
         distributed_type=rank0.get("distributed_type"),
         scored=[m["pairs"] for m in results],
@@ -154,7 +162,8 @@ def measure(run_folder, processes_launched):
         bars=sum(1 for r in ranks if any(bar["n"] == bar["total"] for bar in r.get("bars", []))),
         weights_equal=len({r["weights"] for r in ranks if r.get("weights")}) <= 1,
         left_group=all(r.get("left_process_group") for r in accelerate_ranks)
-        if accelerate_ranks else None,
+        if accelerate_ranks
+        else None,
         losses=written[-1].get("train_losses"),
         predictions=written[-1].get("predictions"),
         alone_predictions=rank0.get("alone_predictions"),
@@ -164,15 +173,18 @@ def measure(run_folder, processes_launched):
         written_f1=written[-1].get("f1"),
         written_eval_loss=written[-1].get("eval_loss"),
         error_line=next((r["error_line"] for r in ranks if r.get("error_line")), None)
-        if outcome["error"] else None,
+        if outcome["error"]
+        else None,
         grad_norm=(rank0.get("grad_norms") or [None])[0],
         learning_rates=rank0.get("learning_rates") or [],
         gathered=written[-1].get("eval_gathered"),
         models_created_inside=sum(sum(r.get("created_inside", [])) for r in ranks),
         # made before the launch: in the launching process, whose record every forked
         # process inherits (so it shows in each of their reports: counted once)
-        models_created_before=max((len(r.get("created_inside", [])) -
-                                   sum(r.get("created_inside", [])) for r in ranks), default=0),
+        models_created_before=max(
+            (len(r.get("created_inside", [])) - sum(r.get("created_inside", [])) for r in ranks),
+            default=0,
+        ),
         lengths=sorted({n for r in ranks for n in r.get("lengths", [])}),
         eval_forwarded=[r.get("eval_forwarded", 0) for r in ranks],
         weights=rank0.get("weights"),
@@ -180,25 +192,29 @@ def measure(run_folder, processes_launched):
         eval_seconds=written[-1].get("eval_seconds"),
         mixed_precision=rank0.get("mixed_precision"),
         grad_scaler=rank0.get("grad_scaler"),
-        **dict(zip(("saved_files", "saved_first_name", "reloaded"),
-                   saved_model(run_folder / "output"))),
+        **dict(
+            zip(("saved_files", "saved_first_name", "reloaded"), saved_model(run_folder / "output"))
+        ),
         state_files=sorted(p.name for p in (run_folder / "output" / "state").iterdir())
-        if (run_folder / "output" / "state").is_dir() else None,
+        if (run_folder / "output" / "state").is_dir()
+        else None,
         folder=str(run_folder),
     )
-
 
 
 def train_steps(flags):
     """Return the number of optimizer steps a run with these flags makes (--max-train-steps),
     or None for a full run."""
     flags = [str(f) for f in flags]
-    return int(flags[flags.index("--max-train-steps") + 1]) if "--max-train-steps" in flags else None
-
+    return (
+        int(flags[flags.index("--max-train-steps") + 1]) if "--max-train-steps" in flags else None
+    )
 
 
 def measure_batch(batch_path, processes):
     """Return {name: measure(...)} for every run of a batch the driver has run."""
     batch = json.loads(Path(batch_path).read_text())
-    return {run["name"]: measure(Path(batch["folder"]) / run["name"], processes)
-            for run in batch["runs"]}
+    return {
+        run["name"]: measure(Path(batch["folder"]) / run["name"], processes)
+        for run in batch["runs"]
+    }

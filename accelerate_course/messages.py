@@ -25,8 +25,11 @@ DEFAULT = "en"
 def table():
     """Return {message id: {language: template}} (ids as "section.name")."""
     data = tomllib.loads(MESSAGES.read_text(encoding="utf-8"))
-    return {f"{section}.{name}": texts for section, entries in data.items()
-            for name, texts in entries.items()}
+    return {
+        f"{section}.{name}": texts
+        for section, entries in data.items()
+        for name, texts in entries.items()
+    }
 
 
 def language():
@@ -34,8 +37,10 @@ def language():
     in one line naming the languages there are."""
     chosen = os.environ.get("COURSE_LANG", "").strip() or DEFAULT
     if chosen not in LANGUAGES:
-        sys.exit(f"error: COURSE_LANG={chosen} is not a language of the grader; choose one of "
-                 f"{', '.join(LANGUAGES)}")
+        sys.exit(
+            f"error: COURSE_LANG={chosen} is not a language of the grader; choose one of "
+            f"{', '.join(LANGUAGES)}"
+        )
     return chosen
 
 

@@ -15,20 +15,18 @@ class PatchError(Exception):
     """A variant's patch does not apply to its step as the step is today."""
 
 
-
 class Variant(NamedTuple):
     step: int
     name: str
-    title: str        # the patch's first line, after "What if: " (or "Invariant: ")
-    note: str         # its next lines, before the diff, as one paragraph ("" when none)
-    changes: list     # the patch's changed code lines, "-old" / "+new", comments left out
+    title: str  # the patch's first line, after "What if: " (or "Invariant: ")
+    note: str  # its next lines, before the diff, as one paragraph ("" when none)
+    changes: list  # the patch's changed code lines, "-old" / "+new", comments left out
     path: Path
     note_zh: str = ""  # the note in Chinese: the lines after "zh-CN: ", before the diff
 
     def note_in(self, lang="en"):
         """Return the note in a language: "zh-CN" (the Chinese pages) or English."""
         return self.note_zh if lang == "zh-CN" else self.note
-
 
 
 def variants(step, kind="whatif"):
@@ -43,17 +41,20 @@ def variants(step, kind="whatif"):
         english, zh = head[1:], []
         for i, line in enumerate(head[1:], start=1):
             if line.startswith("zh-CN: "):
-                english, zh = head[1:i], [line[len("zh-CN: "):], *head[i + 1:]]
+                english, zh = head[1:i], [line[len("zh-CN: ") :], *head[i + 1 :]]
                 break
         note = " ".join(line.strip() for line in english if line.strip())
         note_zh = "".join(line.strip() for line in zh if line.strip())
         # the changed code without its comments: what the variant does
-        changes = [line[0] + code_of(line[1:]) for line in text.splitlines()
-                   if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))
-                   and code_of(line[1:])]
+        changes = [
+            line[0] + code_of(line[1:])
+            for line in text.splitlines()
+            if line.startswith(("+", "-"))
+            and not line.startswith(("+++", "---"))
+            and code_of(line[1:])
+        ]
         found.append(Variant(step, path.stem, title, note, changes, path, note_zh))
     return found
-
 
 
 def apply_patch(patch_path, text):
@@ -78,21 +79,30 @@ def apply_patch(patch_path, text):
                 line = " \n"  # a blank context line
             body.append((line[0], line[1:]))
         anchors = [code_of(line) for kind, line in body if kind != "+" and code_of(line)]
-        start = next((k for k in range(offset, len(code_at) - len(anchors) + 1)
-                      if [code_of(lines[i]) for i in code_at[k:k + len(anchors)]] == anchors),
-                     None)
+        start = next(
+            (
+                k
+                for k in range(offset, len(code_at) - len(anchors) + 1)
+                if [code_of(lines[i]) for i in code_at[k : k + len(anchors)]] == anchors
+            ),
+            None,
+        )
         if not anchors or start is None:
             step_folder = Path(patch_path).resolve().parent.parent.name
-            raise PatchError(f"{Path(patch_path).resolve().relative_to(REPO)}: hunk {number}: "
-                             f"its code is no longer in {step_folder}/train.py (a code line "
-                             "changed); update the patch to today's step")
-        out += lines[done:code_at[start]]
+            raise PatchError(
+                f"{Path(patch_path).resolve().relative_to(REPO)}: hunk {number}: "
+                f"its code is no longer in {step_folder}/train.py (a code line "
+                "changed); update the patch to today's step"
+            )
+        out += lines[done : code_at[start]]
         done = code_at[start]
         matched = start
         # where the step's code now sits deeper or shallower than the patch's (an import
         # block moved into a try:), the added lines move with it
-        pairs = [(line, lines[code_at[start + k]]) for k, line in
-                 enumerate(line for kind, line in body if kind != "+" and code_of(line))]
+        pairs = [
+            (line, lines[code_at[start + k]])
+            for k, line in enumerate(line for kind, line in body if kind != "+" and code_of(line))
+        ]
         shifts = [indent(step_line) - indent(patch_line) for patch_line, step_line in pairs]
         shift = shifts[0]
         for kind, line in body:
@@ -101,20 +111,22 @@ def apply_patch(patch_path, text):
             elif not code_of(line):
                 # a comment or blank line: followed where the step still has it there (kept
                 # as context, left out as removed), else passed over
-                if done < len(lines) and not code_of(lines[done]) and \
-                        lines[done].strip() == line.strip():
+                if (
+                    done < len(lines)
+                    and not code_of(lines[done])
+                    and lines[done].strip() == line.strip()
+                ):
                     out += [lines[done]] if kind == " " else []
                     done += 1
             else:
                 at = code_at[matched]
                 # context: the step's lines up to this one, comments and all; removed: the
                 # comments above it stay, the line goes
-                out += lines[done:at + 1] if kind == " " else lines[done:at]
+                out += lines[done : at + 1] if kind == " " else lines[done:at]
                 shift = shifts[matched - start]
                 done, matched = at + 1, matched + 1
         offset = matched
     return "".join(out + lines[done:])
-
 
 
 def indent(line):
@@ -126,7 +138,7 @@ def shifted(line, shift):
     """Return line moved right (shift > 0) or left by shift spaces (a blank line unchanged)."""
     if not line.strip():
         return line
-    return " " * shift + line if shift >= 0 else line[min(-shift, indent(line)):]
+    return " " * shift + line if shift >= 0 else line[min(-shift, indent(line)) :]
 
 
 def variant_scripts(step, names=None, folder=None):

@@ -54,22 +54,32 @@ def checked(out, repository, task, start):
     """Refuse, in one line, what cannot make a copy: an OUT that holds files, an address that
     is not a GitHub repository's, a task name taken or not a folder's, an unknown start."""
     if out is None:
-        refused("say where: make private-copy OUT=../course-private REPOSITORY=https://"
-                "github.com/<owner>/<private-course> TASK=<new task>")
+        refused(
+            "say where: make private-copy OUT=../course-private REPOSITORY=https://"
+            "github.com/<owner>/<private-course> TASK=<new task>"
+        )
     if out.exists() and any(out.iterdir()):
         refused(f"{out} is not empty; give a new folder (make private-copy OUT=...)")
     if not GITHUB.fullmatch(repository or ""):
-        refused("give the private repository's address: REPOSITORY=https://github.com/"
-                "<owner>/<private-course> (make private-copy)")
+        refused(
+            "give the private repository's address: REPOSITORY=https://github.com/"
+            "<owner>/<private-course> (make private-copy)"
+        )
     if not TASK_NAME.fullmatch(task or ""):
-        refused(f"give the new task a folder's name, lowercase letters, digits and dashes "
-                f"(TASK=my-losses), not '{task}'")
+        refused(
+            f"give the new task a folder's name, lowercase letters, digits and dashes "
+            f"(TASK=my-losses), not '{task}'"
+        )
     if task in takehome.tasks():
-        refused(f"takehome/{task}/ is a take-home task of the course already; name the new "
-                f"task otherwise")
+        refused(
+            f"takehome/{task}/ is a take-home task of the course already; name the new "
+            f"task otherwise"
+        )
     if start not in takehome.tasks():
-        refused(f"there is no take-home task '{start}' to start from; the tasks are "
-                f"{', '.join(takehome.tasks())}")
+        refused(
+            f"there is no take-home task '{start}' to start from; the tasks are "
+            f"{', '.join(takehome.tasks())}"
+        )
 
 
 def solution_of(out, task, start):
@@ -83,21 +93,32 @@ def solution_of(out, task, start):
     if takehome.tasks()[start].answer != "public":
         shutil.copy(out / "takehome" / task / "train.py", target)
         return False
-    apply = ("import sys; sys.path.insert(0, 'tests/helpers')\n"
-             "from pathlib import Path\nfrom lesson_applied import applied\n"
-             "Path(sys.argv[2]).write_text(applied(Path(sys.argv[1]).read_text()))\n")
-    subprocess.run([sys.executable, "-c", apply, f"takehome/{task}/train.py",
-                    str(target.relative_to(out))], cwd=out, check=True)
+    apply = (
+        "import sys; sys.path.insert(0, 'tests/helpers')\n"
+        "from pathlib import Path\nfrom lesson_applied import applied\n"
+        "Path(sys.argv[2]).write_text(applied(Path(sys.argv[1]).read_text()))\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", apply, f"takehome/{task}/train.py", str(target.relative_to(out))],
+        cwd=out,
+        check=True,
+    )
     return True
 
 
 def with_grader(pyproject, repository, tag):
     """Return pyproject.toml's text with the grader's repository and tag set."""
-    lines = ("# the grader of this private copy's take-home tasks (make private-copy): a lab\n"
-             "# written from it clones its grader from grader-repository at grader-tag\n"
-             f'grader-repository = "{repository}"\ngrader-tag = "{tag}"\n')
-    return re.sub(r'(\[tool\.accelerate-course\]\n(?:#.*\n)*repository = ".*"\n)',
-                  lambda m: m.group(1) + lines, pyproject, count=1)
+    lines = (
+        "# the grader of this private copy's take-home tasks (make private-copy): a lab\n"
+        "# written from it clones its grader from grader-repository at grader-tag\n"
+        f'grader-repository = "{repository}"\ngrader-tag = "{tag}"\n'
+    )
+    return re.sub(
+        r'(\[tool\.accelerate-course\]\n(?:#.*\n)*repository = ".*"\n)',
+        lambda m: m.group(1) + lines,
+        pyproject,
+        count=1,
+    )
 
 
 def private_copy(out, repository, task, start):
@@ -118,40 +139,59 @@ def private_copy(out, repository, task, start):
     pyproject = out / "pyproject.toml"
     pyproject.write_text(with_grader(pyproject.read_text(), repository, tag))
     git("add", "-A", cwd=out)
-    git("commit", "--quiet", "-m", f"The graded take-home {task}: its task, its solution and "
-        f"its tests (make private-copy, from {start})", cwd=out)
+    git(
+        "commit",
+        "--quiet",
+        "-m",
+        f"The graded take-home {task}: its task, its solution and "
+        f"its tests (make private-copy, from {start})",
+        cwd=out,
+    )
     git("tag", tag, cwd=out)
     return tag, changed, solved
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.private_copy",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m accelerate_course.private_copy", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("out", type=Path, nargs="?", help="a new folder for the copy")
     parser.add_argument("--repository", help="the private repository on GitHub it is pushed to")
     parser.add_argument("--task", help="the new take-home task's name (its folder)")
-    parser.add_argument("--start", default=next((name for name, task in takehome.tasks().items()
-                                                  if task.answer == "public"), None),
-                        help="the task it starts as a copy of (default: %(default)s, the "
-                             "practice task, with its solution)")
+    parser.add_argument(
+        "--start",
+        default=next(
+            (name for name, task in takehome.tasks().items() if task.answer == "public"), None
+        ),
+        help="the task it starts as a copy of (default: %(default)s, the "
+        "practice task, with its solution)",
+    )
     args = parser.parse_args()
     tag, changed, solved = private_copy(args.out, args.repository, args.task, args.start)
     if changed:
-        print(f"note: {len(changed)} uncommitted changes of the course were left out "
-              f"(the copy is its last commit)")
+        print(
+            f"note: {len(changed)} uncommitted changes of the course were left out "
+            f"(the copy is its last commit)"
+        )
     solution = f"{SOLUTIONS}/{args.task}/train.py"
-    print(f"wrote the private copy into {args.out}: takehome/{args.task}/ (from {args.start}), "
-          f"{'its solution in ' if solved else 'its starting script again in '}{solution} "
-          f"and tests/test_solutions.py, committed and tagged {tag}")
+    print(
+        f"wrote the private copy into {args.out}: takehome/{args.task}/ (from {args.start}), "
+        f"{'its solution in ' if solved else 'its starting script again in '}{solution} "
+        f"and tests/test_solutions.py, committed and tagged {tag}"
+    )
     if solved:
-        print(f"next: takehome/{args.task}/train.py is still {args.start}'s loop, whose answer "
-              f"is public: change the loop, its README and its solution, then make test "
-              f"ARGS=tests/test_solutions.py, git commit, git tag -f {tag}, git push origin "
-              f"main {tag} (docs/teaching.md)")
+        print(
+            f"next: takehome/{args.task}/train.py is still {args.start}'s loop, whose answer "
+            f"is public: change the loop, its README and its solution, then make test "
+            f"ARGS=tests/test_solutions.py, git commit, git tag -f {tag}, git push origin "
+            f"main {tag} (docs/teaching.md)"
+        )
     else:
-        print(f"next: write the task's solution in {solution} (the course holds none), then "
-              f"make test ARGS=tests/test_solutions.py, git commit, git tag -f {tag}, git push "
-              f"origin main {tag} (docs/teaching.md)")
+        print(
+            f"next: write the task's solution in {solution} (the course holds none), then "
+            f"make test ARGS=tests/test_solutions.py, git commit, git tag -f {tag}, git push "
+            f"origin main {tag} (docs/teaching.md)"
+        )
 
 
 if __name__ == "__main__":

@@ -59,14 +59,18 @@ def notebook_links(notebook):
     at this version's tag."""
     on_branch = on_github(Path(notebook).resolve().relative_to(REPO).as_posix())
     colab = on_branch.replace("https://github.com/", "https://colab.research.google.com/github/")
-    return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}) "
-            f"[![Open in Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]"
-            f"(https://kaggle.com/kernels/welcome?src={on_branch})")
+    return (
+        f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}) "
+        f"[![Open in Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]"
+        f"(https://kaggle.com/kernels/welcome?src={on_branch})"
+    )
 
 
 def codespaces_link():
     """Return the badge that opens the course's repository in a GitHub Codespace (its dev
     container, .devcontainer/devcontainer.json)."""
     owner_course = repository().removeprefix("https://github.com/")
-    return ("[![Open in GitHub Codespaces](https://github.com/codespaces/badge.svg)]"
-            f"(https://codespaces.new/{owner_course}?quickstart=1)")
+    return (
+        "[![Open in GitHub Codespaces](https://github.com/codespaces/badge.svg)]"
+        f"(https://codespaces.new/{owner_course}?quickstart=1)"
+    )

@@ -34,9 +34,12 @@ def reloaded_predictions(run_folder, pad_to=None):
     hyperparameters = json.loads((run_folder / "metrics.json").read_text())["hyperparameters"]
     model = AutoModelForSequenceClassification.from_pretrained(run_folder / "model")
     tokenizer = AutoTokenizer.from_pretrained(run_folder / "model")
-    _, eval_dataloader = get_dataloaders(load_splits(hyperparameters["dataset"]), tokenizer,
-                                         argparse.Namespace(**hyperparameters),
-                                         pad_to_max_length=pad_to)
+    _, eval_dataloader = get_dataloaders(
+        load_splits(hyperparameters["dataset"]),
+        tokenizer,
+        argparse.Namespace(**hyperparameters),
+        pad_to_max_length=pad_to,
+    )
     model.eval()
     predictions = []
     for batch in eval_dataloader:
@@ -54,11 +57,22 @@ def compare_reloaded(run_folders):
     lengths = {}
     for folder, pad_to in run_folders.items():
         lengths.setdefault(pad_to, []).append(str(folder))
-    processes = {pad_to: subprocess.Popen(
-        [sys.executable, "-m", "accelerate_course.reloading", *folders,
-         *(["--pad-to", str(pad_to)] if pad_to else [])],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for pad_to, folders in lengths.items()}
+    processes = {
+        pad_to: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "accelerate_course.reloading",
+                *folders,
+                *(["--pad-to", str(pad_to)] if pad_to else []),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for pad_to, folders in lengths.items()
+    }
     said = {}
     try:
         for pad_to, process in processes.items():
@@ -70,7 +84,9 @@ def compare_reloaded(run_folders):
                 continue
             for folder, reloaded in json.loads(output.strip().splitlines()[-1]).items():
                 ran = json.loads((Path(folder) / "metrics.json").read_text())["predictions"]
-                equal = sum(a == b for a, b in zip(reloaded, ran)) if len(reloaded) == len(ran) else 0
+                equal = (
+                    sum(a == b for a, b in zip(reloaded, ran)) if len(reloaded) == len(ran) else 0
+                )
                 said[folder] = f"{equal} / {len(ran)} equal"
     finally:
         for process in processes.values():
@@ -80,20 +96,34 @@ def compare_reloaded(run_folders):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_folders", nargs="+", metavar="run_folder",
-                        help="a step's --output-dir: model/ and metrics.json")
-    parser.add_argument("--pad-to", type=int, default=None,
-                        help="pad every validation pair to this length, as step 4 does (128)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "run_folders",
+        nargs="+",
+        metavar="run_folder",
+        help="a step's --output-dir: model/ and metrics.json",
+    )
+    parser.add_argument(
+        "--pad-to",
+        type=int,
+        default=None,
+        help="pad every validation pair to this length, as step 4 does (128)",
+    )
     args = parser.parse_args()
     for folder in args.run_folders:
         for name in ("model", "metrics.json"):
             if not (Path(folder) / name).exists():
-                sys.exit(f"error: {Path(folder) / name} does not exist; pass the --output-dir "
-                         "of a step that finished")
-    print(json.dumps({folder: reloaded_predictions(folder, args.pad_to)
-                      for folder in args.run_folders}))
+                sys.exit(
+                    f"error: {Path(folder) / name} does not exist; pass the --output-dir "
+                    "of a step that finished"
+                )
+    print(
+        json.dumps(
+            {folder: reloaded_predictions(folder, args.pad_to) for folder in args.run_folders}
+        )
+    )
 
 
 if __name__ == "__main__":

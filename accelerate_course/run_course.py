@@ -9,8 +9,8 @@ Any other flag (--epochs 1, --max-train-steps 50, ...) is passed to every step. 
 launch plan first (accelerate_course/commands.py: steps 1 and 2 side by side when there is a
 core for each), runs each step as its own process (metrics.json and train.log under
 --output-dir/step<N>), then prints one line per step, a table and a plot of the loss curves.
-Exit code 1 if a step fails or a comparison that must hold does not (each Step's `within`). One Ctrl-C
-stops it all (accelerate_course/running.py).
+Exit code 1 if a step fails or a comparison that must hold does not (each Step's `within`).
+One Ctrl-C stops it all (accelerate_course/running.py).
 """
 
 import hashlib
@@ -36,14 +36,29 @@ IDENTICAL_FIELDS = ("predictions", "train_losses", "accuracy", "f1")
 
 
 def parse_args():
-    parser = OneLineErrorParser(prog="python -m accelerate_course.run_course",
-                                description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, nargs="+", choices=sorted(FOLDERS),
-                        default=sorted(FOLDERS), help="which steps to run (default: all)")
-    parser.add_argument("--launcher", choices=["accelerate", "torchrun"], default="accelerate",
-                        help="how step 3 is launched (default: accelerate launch)")
-    parser.add_argument("--processes", type=positive_int, default=2,
-                        help="processes for steps 3 and 4 (default: 2; on GPUs at most one each)")
+    parser = OneLineErrorParser(
+        prog="python -m accelerate_course.run_course", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        nargs="+",
+        choices=sorted(FOLDERS),
+        default=sorted(FOLDERS),
+        help="which steps to run (default: all)",
+    )
+    parser.add_argument(
+        "--launcher",
+        choices=["accelerate", "torchrun"],
+        default="accelerate",
+        help="how step 3 is launched (default: accelerate launch)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=positive_int,
+        default=2,
+        help="processes for steps 3 and 4 (default: 2; on GPUs at most one each)",
+    )
     parser.add_argument("--output-dir", default="outputs/course")
     # everything else (--checkpoint, --dataset, --epochs, ...) goes to every step
     return parser.parse_known_args()
@@ -70,8 +85,12 @@ class StepRun:
 
     def popen(self, log):
         """subprocess.Popen's keyword arguments for this step, its output into log."""
-        return dict(cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                    env=dict(os.environ, PYTHONUNBUFFERED="1", **self.launch.env))
+        return dict(
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONUNBUFFERED="1", **self.launch.env),
+        )
 
     def finished(self):
         """Read what the step wrote (metrics.json); return the error line when it failed: its
@@ -79,16 +98,22 @@ class StepRun:
         if (self.running / "metrics.json").exists():
             self.metrics = json.loads((self.running / "metrics.json").read_text())
             return None
-        lines = [line.strip() for line in self.log.read_text(errors="replace").splitlines()
-                 if line.strip()]
+        lines = [
+            line.strip()
+            for line in self.log.read_text(errors="replace").splitlines()
+            if line.strip()
+        ]
         said = [line for line in lines if line.startswith(("error: ", "stopped by "))]
         return said[0] if said else lines[-1] if lines else "no output"
 
     def keep(self):
         """Put the run where it belongs: in place of <folder> when it wrote its metrics (the
         earlier run's results go only now), else as <folder>.failed; the log moves with it."""
-        target = self.folder if self.metrics is not None else \
-            self.folder.with_name(self.folder.name + ".failed")
+        target = (
+            self.folder
+            if self.metrics is not None
+            else self.folder.with_name(self.folder.name + ".failed")
+        )
         replace_folder(self.running, target)
         self.log = target / "train.log"
 
@@ -129,8 +154,11 @@ def compare(earlier, later, tolerance):
         return f"within {tolerance} (largest difference {largest:.4f})", True
     else:
         verdict, holds = f"DIFFERS by {largest:.4f} (more than {tolerance})", False
-    read = {name: value for name, value in later.get("environment", {}).items()
-            if earlier.get("environment", {}).get(name) != value}
+    read = {
+        name: value
+        for name, value in later.get("environment", {}).items()
+        if earlier.get("environment", {}).get(name) != value
+    }
     if read:
         verdict += " with " + ", ".join(f"{name}={value}" for name, value in read.items())
     return verdict, holds
@@ -179,6 +207,7 @@ def plot_losses(results, path):
     steps) as a PNG, against the training pairs seen: 1 and 2 processes cover the same data
     on the same axis. The file is written aside, then put in place."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -186,12 +215,20 @@ def plot_losses(results, path):
     for step, m in sorted(results.items()):
         losses = m["train_losses"]
         window = 25
-        smooth = [sum(losses[max(0, i - window + 1):i + 1]) / len(losses[max(0, i - window + 1):i + 1])
-                  for i in range(len(losses))]
+        smooth = [
+            sum(losses[max(0, i - window + 1) : i + 1])
+            / len(losses[max(0, i - window + 1) : i + 1])
+            for i in range(len(losses))
+        ]
         style, width = STEPS[step].plot
-        ax.plot(pairs_seen(m), smooth, style, linewidth=width,
-                label=f"step {step} ({m['num_processes']} process{'es' if m['num_processes'] > 1 else ''}, "
-                      f"{len(losses)} optimizer steps)")
+        ax.plot(
+            pairs_seen(m),
+            smooth,
+            style,
+            linewidth=width,
+            label=f"step {step} ({m['num_processes']} "
+            f"process{'es' if m['num_processes'] > 1 else ''}, {len(losses)} optimizer steps)",
+        )
     ax.set_xlabel("training pairs seen, all processes together")
     ax.set_ylabel("training loss (mean of the last 25 optimizer steps)")
     ax.set_title("Training loss of each step (embedded MRPC, batch 8 per process)")
@@ -210,6 +247,7 @@ def hold_output_dir(folder):
     folder would delete each other's results. The system lets the lock go when the process
     ends, however it ends."""
     import fcntl
+
     folder.mkdir(parents=True, exist_ok=True)
     lock = open(folder / ".lock", "a+")
     try:
@@ -217,8 +255,10 @@ def hold_output_dir(folder):
     except BlockingIOError:
         lock.seek(0)
         holder = lock.read().strip() or "another command"
-        sys.exit(f"error: {holder} is writing into {folder}; wait for it to end, or pass "
-                 "another folder: make course ARGS=\"--output-dir outputs/course2\"")
+        sys.exit(
+            f"error: {holder} is writing into {folder}; wait for it to end, or pass "
+            'another folder: make course ARGS="--output-dir outputs/course2"'
+        )
     lock.seek(0)
     lock.truncate()
     lock.write(f"make course (process {os.getpid()}, started at {time.strftime('%H:%M:%S')})")
@@ -232,6 +272,7 @@ def main():
     # the steps' own checks of their flags, now, in one line: before any step starts, and
     # before an earlier run's results could be touched
     from common.cli import parse_args as step_arguments
+
     step_arguments([*step_flags, "--output-dir", args.output_dir])
     lock = hold_output_dir(Path(args.output_dir))  # held until the command ends
     gpus, tpu, mps, hardware, gpu_aside = machine()
@@ -241,43 +282,64 @@ def main():
     for step in args.steps:
         launch = launches[step]
         settings = " ".join(f"{name}={value}" for name, value in launch.env.items())
-        print(f"  step {step}  {launch.launcher:<18} {launch.where}"
-              + (f"  [{settings}]" if settings else ""))
+        print(
+            f"  step {step}  {launch.launcher:<18} {launch.where}"
+            + (f"  [{settings}]" if settings else "")
+        )
     for name, value in settings_that_change_the_numbers().items():
-        print(f"  note: {name}={value} is set in this environment: the steps that make an "
-              "Accelerator read it (step 1 does not), so their numbers differ from the course's")
-    print("  " + "; then ".join(" and ".join(f"step {s}" for s in together)
-                                + (" side by side, one core each" if len(together) > 1 else "")
-                                for together in order))
+        print(
+            f"  note: {name}={value} is set in this environment: the steps that make an "
+            "Accelerator read it (step 1 does not), so their numbers differ from the course's"
+        )
+    print(
+        "  "
+        + "; then ".join(
+            " and ".join(f"step {s}" for s in together)
+            + (" side by side, one core each" if len(together) > 1 else "")
+            for together in order
+        )
+    )
     print()
-    runs = {step: StepRun(step, launches[step], step_flags, Path(args.output_dir) / f"step{step}")
-            for step in args.steps}
+    runs = {
+        step: StepRun(step, launches[step], step_flags, Path(args.output_dir) / f"step{step}")
+        for step in args.steps
+    }
     results, failed, ran = {}, False, []
     start = time.perf_counter()
     try:
         with running.stop_together():
             for together in order:
                 ran += together
-                names = " and ".join(f"step {s} ({FOLDERS[s]}, {launches[s].launcher})"
-                                     for s in together)
-                print(f"{names}{', side by side' if len(together) > 1 else ''} ...",
-                      end="\n" if len(together) > 1 else " ", flush=True)
+                names = " and ".join(
+                    f"step {s} ({FOLDERS[s]}, {launches[s].launcher})" for s in together
+                )
+                print(
+                    f"{names}{', side by side' if len(together) > 1 else ''} ...",
+                    end="\n" if len(together) > 1 else " ",
+                    flush=True,
+                )
                 errors = run_round([runs[s] for s in together])
                 refused = False
                 for step, error in zip(together, errors):
                     run = runs[step]
                     prefix = f"  step {step} " if len(together) > 1 else ""
                     if error:
-                        print(f"{prefix}FAILED after {run.seconds:.0f} s; see {run.log}\n    {error}")
+                        print(
+                            f"{prefix}FAILED after {run.seconds:.0f} s; see {run.log}\n    {error}"
+                        )
                         failed, refused = True, refused or error.startswith("error: ")
                         continue
                     results[step] = run.metrics
-                    print(f"{prefix}done in {run.seconds:.0f} s: accuracy "
-                          f"{run.metrics['accuracy']:.4f}, f1 {run.metrics['f1']:.4f}")
+                    print(
+                        f"{prefix}done in {run.seconds:.0f} s: accuracy "
+                        f"{run.metrics['accuracy']:.4f}, f1 {run.metrics['f1']:.4f}"
+                    )
                 later = [str(s) for s in args.steps if s not in ran]
                 if refused and later:
-                    print(f"    stopped here: step{'s' if len(later) > 1 else ''} "
-                          f"{', '.join(later)} share this input and would refuse it too")
+                    print(
+                        f"    stopped here: step{'s' if len(later) > 1 else ''} "
+                        f"{', '.join(later)} share this input and would refuse it too"
+                    )
                     break
             wall = time.perf_counter() - start
             if results:
@@ -293,20 +355,52 @@ def main():
             runs[step].keep()
         running.say_if_heard("\n" + "\n".join(lines))  # after the round's line, left open
         later = [str(s) for s in args.steps if s not in ran]
-        running.end_command(stop, "the course was stopped"
-                            + (f" during step{'s' if len(stopped) > 1 else ''} "
-                               f"{' and '.join(map(str, stopped))}" if stopped else "")
-                            + (f"; step{'s' if len(later) > 1 else ''} {', '.join(later)} "
-                               "not started" if later else "") + ": no table, no plot")
+        running.end_command(
+            stop,
+            "the course was stopped"
+            + (
+                f" during step{'s' if len(stopped) > 1 else ''} {' and '.join(map(str, stopped))}"
+                if stopped
+                else ""
+            )
+            + (
+                f"; step{'s' if len(later) > 1 else ''} {', '.join(later)} not started"
+                if later
+                else ""
+            )
+            + ": no table, no plot",
+        )
 
     print()
-    header = ("step", "launch", "processes", "accuracy", "f1", "gathered / kept", "train s",
-              "eval s", "vs previous step", "saved model, reloaded")
+    header = (
+        "step",
+        "launch",
+        "processes",
+        "accuracy",
+        "f1",
+        "gathered / kept",
+        "train s",
+        "eval s",
+        "vs previous step",
+        "saved model, reloaded",
+    )
     rows = []
     for step in args.steps:
         if step not in results:
-            rows.append((str(step), launches[step].launcher, "-", "-", "-", "-", "-", "-",
-                         "FAILED" if step in ran else "not run", "-"))
+            rows.append(
+                (
+                    str(step),
+                    launches[step].launcher,
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "FAILED" if step in ran else "not run",
+                    "-",
+                )
+            )
             continue
         m = results[step]
         verdict = "-"
@@ -318,29 +412,49 @@ def main():
             verdict += "; WRONG sample counts"
             failed = True
         gathered = m.get("eval_gathered", m["eval_samples"])
-        rows.append((str(step), launches[step].launcher, str(m["num_processes"]),
-                     f"{m['accuracy']:.4f}", f"{m['f1']:.4f}", f"{gathered} / {m['eval_samples']}",
-                     f"{m['train_seconds']:.1f}", f"{m['eval_seconds']:.1f}", verdict,
-                     reloaded[step]))
+        rows.append(
+            (
+                str(step),
+                launches[step].launcher,
+                str(m["num_processes"]),
+                f"{m['accuracy']:.4f}",
+                f"{m['f1']:.4f}",
+                f"{gathered} / {m['eval_samples']}",
+                f"{m['train_seconds']:.1f}",
+                f"{m['eval_seconds']:.1f}",
+                verdict,
+                reloaded[step],
+            )
+        )
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     for row in (header, *rows):
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     own = sum(runs[s].seconds for s in ran)
-    print(f"\nthe course took {wall:.0f} s; its steps' own times add up to {own:.0f} s"
-          + (f" ({wall / own:.2f} of that: steps side by side)" if wall < own * 0.98 else ""))
+    print(
+        f"\nthe course took {wall:.0f} s; its steps' own times add up to {own:.0f} s"
+        + (f" ({wall / own:.2f} of that: steps side by side)" if wall < own * 0.98 else "")
+    )
     if results and importlib.util.find_spec("matplotlib") is None:
-        print("no loss curves: matplotlib is not installed here (pip install matplotlib, or "
-              "make install)")
+        print(
+            "no loss curves: matplotlib is not installed here (pip install matplotlib, or "
+            "make install)"
+        )
     elif results:
         plot = Path(args.output_dir) / "loss_curves.png"
         plot_losses(results, plot)
         print(f"training-loss curves: {plot}")
     settings = settings_that_change_the_numbers()
     if failed:
-        print("\nA step failed or a comparison that must hold does not."
-              + (f" {', '.join(f'{n}={v}' for n, v in settings.items())} is set in this "
-                 "environment: the steps that make an Accelerator read it, step 1 does not; "
-                 "unset it for the course's comparisons" if settings else ""))
+        print(
+            "\nA step failed or a comparison that must hold does not."
+            + (
+                f" {', '.join(f'{n}={v}' for n, v in settings.items())} is set in this "
+                "environment: the steps that make an Accelerator read it, step 1 does not; "
+                "unset it for the course's comparisons"
+                if settings
+                else ""
+            )
+        )
     lock.close()
     sys.exit(1 if failed else 0)
 

@@ -37,7 +37,9 @@ class Stopped(KeyboardInterrupt):
 
     @property
     def name(self):
-        return "Ctrl-C (SIGINT)" if self.signum == signal.SIGINT else signal.Signals(self.signum).name
+        return (
+            "Ctrl-C (SIGINT)" if self.signum == signal.SIGINT else signal.Signals(self.signum).name
+        )
 
     @property
     def exit_code(self):
@@ -72,8 +74,10 @@ def stop_together():
     Stopped here. Nested uses share the outer one. Outside the main thread, where Python
     delivers no signal, it does nothing: the processes started there are stopped by the main
     thread's handler (it hands a signal on to every process start() started) or by their owner."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is _hand_on:
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is _hand_on
+    ):
         yield
         return
     previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
@@ -116,6 +120,7 @@ def still_running():
 def tree(process):
     """Return the process and every process it started that still runs (psutil)."""
     import psutil
+
     try:
         root = psutil.Process(process.pid)
         return [root, *root.children(recursive=True)]
@@ -127,6 +132,7 @@ def kill_trees(processes, seen=()):
     """Kill each process and every process it started (those seen before too: a launcher's
     workers outlive it in sessions of their own), and wait until they are gone."""
     import psutil
+
     members = {p.pid: p for p in seen}
     for process in processes:
         members.update((p.pid, p) for p in tree(process))
@@ -196,6 +202,7 @@ def say_if_heard(text, file=None):
     """Print text, unless the terminal is gone (closed: SIGHUP, then writes fail with EIO):
     a stopped command still ends as it should where no one reads it."""
     import sys
+
     try:
         print(text, file=file or sys.stdout, flush=True)
     except OSError:
@@ -206,5 +213,6 @@ def end_command(stop, what):
     """End the command that was stopped: one line (what it did and did not do), and the exit
     code a shell gives a process killed by the signal."""
     import sys
+
     say_if_heard(f"stopped by {stop.name}: {what}", file=sys.stderr)
     sys.exit(stop.exit_code)

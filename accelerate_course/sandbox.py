@@ -31,6 +31,7 @@ KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "COURSE_LANG", "TERM", "PYTH
 def running(process):
     """Whether a process still runs (ended, or a zombie not yet reaped: not running)."""
     import psutil
+
     try:
         return process.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
@@ -59,6 +60,7 @@ def deny_in_acl(path, uid):
     """Give uid no right on path in its ACL; return its ACL before (None: it had none)."""
     import errno
     import struct
+
     try:
         before = os.getxattr(path, ACL)
     except OSError as error:
@@ -66,18 +68,25 @@ def deny_in_acl(path, uid):
             raise
         before = None
     if before:
-        entries = [struct.unpack_from("<HHI", before, 4 + 8 * i)
-                   for i in range((len(before) - 4) // 8)]
+        entries = [
+            struct.unpack_from("<HHI", before, 4 + 8 * i) for i in range((len(before) - 4) // 8)
+        ]
     else:
         mode = os.stat(path).st_mode
-        entries = [(USER_OBJ, (mode >> 6) & 7, NO_ID), (GROUP_OBJ, (mode >> 3) & 7, NO_ID),
-                   (OTHER, mode & 7, NO_ID)]
+        entries = [
+            (USER_OBJ, (mode >> 6) & 7, NO_ID),
+            (GROUP_OBJ, (mode >> 3) & 7, NO_ID),
+            (OTHER, mode & 7, NO_ID),
+        ]
     entries = [e for e in entries if not (e[0] == USER and e[2] == uid)] + [(USER, 0, uid)]
     if not any(e[0] == MASK for e in entries):  # named entries need a mask: the group's rights
         entries.append((MASK, next(e[1] for e in entries if e[0] == GROUP_OBJ), NO_ID))
     entries.sort(key=lambda e: (e[0], e[2]))
-    os.setxattr(path, ACL, struct.pack("<I", ACL_VERSION) +
-                b"".join(struct.pack("<HHI", *e) for e in entries))
+    os.setxattr(
+        path,
+        ACL,
+        struct.pack("<I", ACL_VERSION) + b"".join(struct.pack("<HHI", *e) for e in entries),
+    )
     return before
 
 
@@ -95,6 +104,7 @@ def enterable_temp():
     o+x): the temporary folder where it is one (TMPDIR), else /tmp, where the graded user must
     reach its own folders."""
     import tempfile
+
     temp = Path(tempfile.gettempdir()).resolve()
     if all(folder.stat().st_mode & 0o001 for folder in [temp, *temp.parents]):
         return temp
@@ -119,12 +129,25 @@ class GradedUser:
         self.ended = 0  # processes of the graded file's that were still running when ended
 
     def __enter__(self):
-        made = subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir",
-                               "/nonexistent", "--shell", "/usr/sbin/nologin", "--user-group",
-                               self.name], capture_output=True, text=True)
+        made = subprocess.run(
+            [
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+                "--user-group",
+                self.name,
+            ],
+            capture_output=True,
+            text=True,
+        )
         if made.returncode:
             raise OSError(f"useradd {self.name} failed: {made.stderr.strip()}")
         import pwd
+
         entry = pwd.getpwnam(self.name)
         self.uid, self.gid = entry.pw_uid, entry.pw_gid
         return self
@@ -133,6 +156,7 @@ class GradedUser:
         self.end_processes()
         subprocess.run(["userdel", self.name], capture_output=True)
         import grp
+
         with contextlib.suppress(KeyError):  # a distribution whose userdel leaves the group
             grp.getgrnam(self.name)
             subprocess.run(["groupdel", self.name], capture_output=True)
@@ -171,8 +195,19 @@ class GradedUser:
     def environment(self, env, scratch):
         """Return env cut to what a graded run needs: KEPT, the lab's own variables (HF_*,
         ACCELERATE_*, COURSE_*, ...), HOME and TMPDIR in its scratch folder."""
-        lab = ("HF_", "ACCELERATE_", "COURSE_", "CUDA_", "OMP_", "TOKENIZERS_", "PYTHONUNBUFFERED",
-               "MASTER_", "WORLD_SIZE", "RANK", "LOCAL_")
+        lab = (
+            "HF_",
+            "ACCELERATE_",
+            "COURSE_",
+            "CUDA_",
+            "OMP_",
+            "TOKENIZERS_",
+            "PYTHONUNBUFFERED",
+            "MASTER_",
+            "WORLD_SIZE",
+            "RANK",
+            "LOCAL_",
+        )
         kept = {k: v for k, v in env.items() if k in KEPT or k.startswith(lab)}
         kept.pop("COURSE_TOKEN", None)
         tmp = Path(scratch) / "tmp"
@@ -183,13 +218,20 @@ class GradedUser:
 
     def can_read(self, paths):
         """Return the first of paths this user cannot read (a folder: list and enter), or None."""
-        probe = ("import os, sys\n"
-                 "for p in sys.argv[1:]:\n"
-                 "    mode = os.R_OK | (os.X_OK if os.path.isdir(p) else 0)\n"
-                 "    if not os.access(p, mode): print(p); break\n")
+        probe = (
+            "import os, sys\n"
+            "for p in sys.argv[1:]:\n"
+            "    mode = os.R_OK | (os.X_OK if os.path.isdir(p) else 0)\n"
+            "    if not os.access(p, mode): print(p); break\n"
+        )
         try:
-            seen = subprocess.run([sys.executable, "-S", "-c", probe, *map(str, paths)],
-                                  capture_output=True, text=True, cwd="/", **self.popen())
+            seen = subprocess.run(
+                [sys.executable, "-S", "-c", probe, *map(str, paths)],
+                capture_output=True,
+                text=True,
+                cwd="/",
+                **self.popen(),
+            )
         except OSError:  # the Python itself, or a folder above it, is not the user's to run
             return closed_to_others(Path(sys.executable).resolve())
         if seen.returncode:
@@ -201,19 +243,25 @@ class GradedUser:
         environment (kill(-1) sent as the user reaches every process it owns); return how
         many there were."""
         import psutil
+
         ended = 0
         for _ in range(20):  # a process may start another while the first kill is on its way
-            left = [p for p in psutil.process_iter(["uids", "status"])
-                    if p.info["uids"] and self.uid in (p.info["uids"].real,
-                                                       p.info["uids"].effective)
-                    and p.info["status"] != psutil.STATUS_ZOMBIE]  # (ended: not running)
+            left = [
+                p
+                for p in psutil.process_iter(["uids", "status"])
+                if p.info["uids"]
+                and self.uid in (p.info["uids"].real, p.info["uids"].effective)
+                and p.info["status"] != psutil.STATUS_ZOMBIE
+            ]  # (ended: not running)
             if not left:
                 self.ended += ended
                 return ended
             ended = max(ended, len(left))
-            subprocess.run([sys.executable, "-S", "-c",
-                            f"import os; os.kill(-1, {int(signal.SIGKILL)})"],
-                           cwd="/", **self.popen())
+            subprocess.run(
+                [sys.executable, "-S", "-c", f"import os; os.kill(-1, {int(signal.SIGKILL)})"],
+                cwd="/",
+                **self.popen(),
+            )
             # until each has ended: a killed process whose parent is gone stays a zombie until
             # init reaps it (psutil.wait_procs would wait its whole timeout for that)
             until = time.monotonic() + 2
@@ -233,10 +281,14 @@ def marked_processes(value):
     """Return this user's processes whose environment holds MARKER=value (psutil; a process
     that cannot be read, or has ended, is skipped)."""
     import psutil
+
     found = []
     for process in psutil.process_iter(["pid", "uids"]):
-        if process.pid == os.getpid() or process.info["uids"] is None or \
-                process.info["uids"].real != os.getuid():
+        if (
+            process.pid == os.getpid()
+            or process.info["uids"] is None
+            or process.info["uids"].real != os.getuid()
+        ):
             continue
         with contextlib.suppress(psutil.Error, OSError):
             if process.environ().get(MARKER) == value:
@@ -248,6 +300,7 @@ def end_marked(value):
     """Kill every process the grading started that still runs, in any session; return how
     many there were."""
     import psutil
+
     left = marked_processes(value)
     for process in left:
         with contextlib.suppress(psutil.Error):

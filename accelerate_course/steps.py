@@ -22,6 +22,7 @@ IDENTICAL = None  # a Step's `within`: the same predictions, losses and metrics,
 
 class Step(NamedTuple):
     """One step of the course, as every command runs and compares it."""
+
     number: int
     folder: str
     # who starts its processes: "python" (one process, as make course runs it), "a launcher"
@@ -68,14 +69,33 @@ class Step(NamedTuple):
         return ["--num-processes", str(n)] if self.started_by == "itself" else []
 
 
-STEPS = {step.number: step for step in [
-    Step(1, "step1_plain_loop", "python", joins_processes=False, plot=("-", 3.5)),
-    Step(2, "step2_accelerate", "python", joins_processes=True, budget=22, plot=("--", 1.5)),
-    Step(3, "step3_distributed_eval", "a launcher", joins_processes=True, budget=32,
-         within=0.05, plot=("-", 2.5)),
-    Step(4, "step4_tpu_notebook", "itself", joins_processes=True, budget=34, within=0.05,
-         lab_dropout=False, plot=(":", 2.0), eval_padding=128),
-]}
+STEPS = {
+    step.number: step
+    for step in [
+        Step(1, "step1_plain_loop", "python", joins_processes=False, plot=("-", 3.5)),
+        Step(2, "step2_accelerate", "python", joins_processes=True, budget=22, plot=("--", 1.5)),
+        Step(
+            3,
+            "step3_distributed_eval",
+            "a launcher",
+            joins_processes=True,
+            budget=32,
+            within=0.05,
+            plot=("-", 2.5),
+        ),
+        Step(
+            4,
+            "step4_tpu_notebook",
+            "itself",
+            joins_processes=True,
+            budget=34,
+            within=0.05,
+            lab_dropout=False,
+            plot=(":", 2.0),
+            eval_padding=128,
+        ),
+    ]
+}
 LESSONS = [n for n in STEPS if n - 1 in STEPS]  # a lesson is a step with a step before it
 FOLDERS = {n: step.folder for n, step in STEPS.items()}
 TRAIN_PY = {n: step.train_py for n, step in STEPS.items()}
@@ -108,6 +128,7 @@ def code_of(line):
 class Hunk(NamedTuple):
     """One change of a lesson: lines before[i1:i2] of the previous step became after[j1:j2]
     of the step."""
+
     i1: int
     i2: int
     j1: int
@@ -123,16 +144,21 @@ def lesson_hunks(step):
     """Return the Hunks of lesson `step` (one of LESSONS), in order, the docstrings' included."""
     before, after = lesson_lines(step)
     matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
-    return [Hunk(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes()
-            if tag != "equal"]
+    return [Hunk(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
 
 
 def lesson_diff(step, context=3):
     """Return lesson `step` as a unified diff (what the lesson pages and `make lesson` show)."""
     before, after = lesson_lines(step)
-    return "".join(difflib.unified_diff(
-        [line + "\n" for line in before], [line + "\n" for line in after],
-        f"{FOLDERS[step - 1]}/train.py", f"{FOLDERS[step]}/train.py", n=context))
+    return "".join(
+        difflib.unified_diff(
+            [line + "\n" for line in before],
+            [line + "\n" for line in after],
+            f"{FOLDERS[step - 1]}/train.py",
+            f"{FOLDERS[step]}/train.py",
+            n=context,
+        )
+    )
 
 
 def code_lines_changed(step):
@@ -144,5 +170,8 @@ def code_lines_changed(step):
     def code(lines):
         return [line for line in lines if code_of(line)]
 
-    return sum(len(code(before[max(h.i1, starts[0]):h.i2])) +
-               len(code(after[max(h.j1, starts[1]):h.j2])) for h in lesson_hunks(step))
+    return sum(
+        len(code(before[max(h.i1, starts[0]) : h.i2]))
+        + len(code(after[max(h.j1, starts[1]) : h.j2]))
+        for h in lesson_hunks(step)
+    )

@@ -63,40 +63,65 @@ class Task(NamedTuple):
 def load(folder):
     """Return the Task of a folder under takehome/."""
     from accelerate_course.check import Worth
+
     spec = tomllib.loads((folder / "task.toml").read_text(encoding="utf-8"))
-    return Task(folder.name, spec["lesson"], spec["title"], spec["unit"], spec["flags"],
-                spec["unseen_flags"], {key: Worth(*value) for key, value in spec["points"].items()},
-                folder / "train.py", folder / "README.md", spec.get("title_zh-CN", ""),
-                spec.get("state_flags", []), spec.get("resume_flags", []),
-                spec.get("answer", "private"))
+    return Task(
+        folder.name,
+        spec["lesson"],
+        spec["title"],
+        spec["unit"],
+        spec["flags"],
+        spec["unseen_flags"],
+        {key: Worth(*value) for key, value in spec["points"].items()},
+        folder / "train.py",
+        folder / "README.md",
+        spec.get("title_zh-CN", ""),
+        spec.get("state_flags", []),
+        spec.get("resume_flags", []),
+        spec.get("answer", "private"),
+    )
 
 
 @cache
 def tasks():
     """Return {name: Task} of every folder under takehome/ with a task.toml."""
-    return {folder.name: load(folder) for folder in sorted(FOLDER.glob("*/"))
-            if (folder / "task.toml").is_file()}
+    return {
+        folder.name: load(folder)
+        for folder in sorted(FOLDER.glob("*/"))
+        if (folder / "task.toml").is_file()
+    }
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.takehome",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m accelerate_course.takehome", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("task", help=f"the task: {', '.join(tasks()) or 'none here'}")
     parser.add_argument("--force", action="store_true", help="overwrite your file")
     args = parser.parse_args()
     task = tasks().get(args.task)
     if task is None:
-        sys.exit(f"error: there is no take-home task '{args.task}'; the tasks are "
-                 f"{', '.join(tasks()) or 'none'} (takehome/)")
+        sys.exit(
+            f"error: there is no take-home task '{args.task}'; the tasks are "
+            f"{', '.join(tasks()) or 'none'} (takehome/)"
+        )
     from accelerate_course.exercise import write_once
+
     path = REPO / "exercises" / task.name / "train.py"
-    if write_once(path, task.start.read_text(), args.force,
-                  f"python -m accelerate_course.takehome {task.name} --force",
-                  f"cp {task.start.relative_to(REPO)} train.py"):
+    if write_once(
+        path,
+        task.start.read_text(),
+        args.force,
+        f"python -m accelerate_course.takehome {task.name} --force",
+        f"cp {task.start.relative_to(REPO)} train.py",
+    ):
         from accelerate_course.messages import language
+
         lang = language()
-        print(f"wrote {path.relative_to(REPO)}: the starting script of {task.name} "
-              f"({task.title_in(lang)}); the task: {task.readme_in(lang).relative_to(REPO)}")
+        print(
+            f"wrote {path.relative_to(REPO)}: the starting script of {task.name} "
+            f"({task.title_in(lang)}); the task: {task.readme_in(lang).relative_to(REPO)}"
+        )
     print(f"check it:  make check TASK={task.name}")
 
 

@@ -29,17 +29,21 @@ def wheel_for(torch, works):
     works(cuda_version) (torch's own table of its release builds, torch/cuda/__init__.py),
     or None."""
     import platform as _platform
+
     try:
         from torch.cuda import PYTORCH_RELEASES_CODE_CC
     except ImportError:  # a torch older than this table (a GPU image's own)
         return None
     base = torch.__version__.split("+")[0]
     arch = "aarch64" if _platform.machine().lower() == "aarch64" else "x86_64"
-    for cuda in sorted(PYTORCH_RELEASES_CODE_CC, key=lambda v: tuple(map(int, v.split("."))),
-                       reverse=True):
+    for cuda in sorted(
+        PYTORCH_RELEASES_CODE_CC, key=lambda v: tuple(map(int, v.split("."))), reverse=True
+    ):
         if works(cuda, PYTORCH_RELEASES_CODE_CC[cuda].get(arch, set())):
-            return (f"pip install torch=={base} --index-url "
-                    f"https://download.pytorch.org/whl/cu{cuda.replace('.', '')}")
+            return (
+                f"pip install torch=={base} --index-url "
+                f"https://download.pytorch.org/whl/cu{cuda.replace('.', '')}"
+            )
     return None
 
 
@@ -56,9 +60,11 @@ def gpu_problem(torch, version_file="/proc/driver/nvidia/version"):
     driver = nvidia_driver(version_file)
     if torch.version.cuda is None:
         if driver and not torch.version.hip:
-            return (f"an NVIDIA driver ({driver}) is here, but torch {torch.__version__} is a "
-                    f"CPU build; for the GPU: pip install torch=={base} (on Linux, PyPI's "
-                    "build for CUDA 13.0)")
+            return (
+                f"an NVIDIA driver ({driver}) is here, but torch {torch.__version__} is a "
+                f"CPU build; for the GPU: pip install torch=={base} (on Linux, PyPI's "
+                "build for CUDA 13.0)"
+            )
         return None
     counted = torch.cuda.device_count()
     if counted == 0:
@@ -67,29 +73,45 @@ def gpu_problem(torch, version_file="/proc/driver/nvidia/version"):
         cuda = torch.version.cuda
         need = MIN_DRIVER.get(int(cuda.split(".")[0]))
         found = int(driver.split(".")[0]) if driver else None
-        fix = wheel_for(torch, lambda c, _: found is not None and
-                        MIN_DRIVER.get(int(c.split(".")[0]), 10**6) <= found)
-        return (f"torch {torch.__version__} counts {counted} GPU{'s' if counted > 1 else ''} but "
-                f"CUDA {cuda} cannot start on them: the NVIDIA driver ({driver or 'unknown'}) is "
-                f"older than CUDA {cuda} needs ({need or 'see NVIDIA'} or newer); update the "
-                f"driver{', or: ' + fix if fix else ''}")
+        fix = wheel_for(
+            torch,
+            lambda c, _: found is not None and MIN_DRIVER.get(int(c.split(".")[0]), 10**6) <= found,
+        )
+        return (
+            f"torch {torch.__version__} counts {counted} GPU{'s' if counted > 1 else ''} but "
+            f"CUDA {cuda} cannot start on them: the NVIDIA driver ({driver or 'unknown'}) is "
+            f"older than CUDA {cuda} needs ({need or 'see NVIDIA'} or newer); update the "
+            f"driver{', or: ' + fix if fix else ''}"
+        )
     try:
         from torch.cuda import _code_compatible_with_device
     except ImportError:  # a torch older than that table: same major version, minor not above
+
         def _code_compatible_with_device(device_cc, code_cc):
             return device_cc // 10 == code_cc // 10 and device_cc % 10 >= code_cc % 10
-    built = [int(arch.split("_")[1].rstrip("af")) for arch in torch.cuda.get_arch_list()
-             if arch.startswith("sm_")]
+
+    built = [
+        int(arch.split("_")[1].rstrip("af"))
+        for arch in torch.cuda.get_arch_list()
+        if arch.startswith("sm_")
+    ]
     for index in range(counted):
         major, minor = torch.cuda.get_device_capability(index)
         device_cc = 10 * major + minor
         if built and not any(_code_compatible_with_device(device_cc, cc) for cc in built):
-            fix = wheel_for(torch, lambda _, ccs: any(
-                _code_compatible_with_device(device_cc, cc) for cc in ccs))
-            return (f"GPU {index} ({torch.cuda.get_device_name(index)}, compute capability "
-                    f"{major}.{minor}) has no kernels in torch {torch.__version__} (built for "
-                    f"{' '.join(torch.cuda.get_arch_list())}): a step on it would stop with 'no "
-                    "kernel image is available'; "
-                    + (f"install a build that has them: {fix}" if fix else
-                       "no build of this torch has them; see https://pytorch.org/get-started/"))
+            fix = wheel_for(
+                torch,
+                lambda _, ccs: any(_code_compatible_with_device(device_cc, cc) for cc in ccs),  # noqa: B023
+            )
+            return (
+                f"GPU {index} ({torch.cuda.get_device_name(index)}, compute capability "
+                f"{major}.{minor}) has no kernels in torch {torch.__version__} (built for "
+                f"{' '.join(torch.cuda.get_arch_list())}): a step on it would stop with 'no "
+                "kernel image is available'; "
+                + (
+                    f"install a build that has them: {fix}"
+                    if fix
+                    else "no build of this torch has them; see https://pytorch.org/get-started/"
+                )
+            )
     return None

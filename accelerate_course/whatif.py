@@ -64,20 +64,25 @@ def plain_text(step, result):
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.whatif",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m accelerate_course.whatif", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--step", type=int, nargs="+", choices=list(STEPS), default=list(STEPS))
-    parser.add_argument("--output-dir", help="keep every run's reports here (default: a "
-                                             "temporary folder)")
+    parser.add_argument(
+        "--output-dir", help="keep every run's reports here (default: a temporary folder)"
+    )
     args = parser.parse_args()
     folder = Path(args.output_dir or tempfile.mkdtemp(prefix="whatif-"))
     step = args.step[0]
     try:
         with running.stop_together():
             for step in args.step:
-                print(f"\nStep {step}: {lab_runs.how_launched(step)}, "
-                      f"{measuring.train_steps(lab_runs.SHORT_RUN)} optimizer steps each "
-                      f"(reports in {folder / f'step{step}'})\n", flush=True)
+                print(
+                    f"\nStep {step}: {lab_runs.how_launched(step)}, "
+                    f"{measuring.train_steps(lab_runs.SHORT_RUN)} optimizer steps each "
+                    f"(reports in {folder / f'step{step}'})\n",
+                    flush=True,
+                )
                 try:
                     result = lab.what_if(step, folder / f"step{step}")
                 except patches.PatchError as error:
@@ -85,9 +90,15 @@ def main():
                 print(plain_text(step, result), flush=True)
     except running.Stopped as stop:
         later = [str(s) for s in args.step if s > step]
-        running.end_command(stop, f"the what-if lab was stopped during step {step}"
-                            + (f"; step{'s' if len(later) > 1 else ''} {', '.join(later)} "
-                               "not started" if later else ""))
+        running.end_command(
+            stop,
+            f"the what-if lab was stopped during step {step}"
+            + (
+                f"; step{'s' if len(later) > 1 else ''} {', '.join(later)} not started"
+                if later
+                else ""
+            ),
+        )
     print(f"Measured on {describe_machine()}.")
 
 

@@ -7,14 +7,24 @@ from pathlib import Path
 from huggingface_hub import try_to_load_from_cache
 from transformers import AutoTokenizer
 
+from common.embedded import CHECKPOINT as EMBEDDED_CHECKPOINT  # noqa: E402
 from common.errors import fail
 from common.hub import hub_address, hub_out_of_reach
 
-from common.embedded import CHECKPOINT as EMBEDDED_CHECKPOINT  # noqa: E402
-WEIGHT_FILES = {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                "pytorch_model.bin.index.json"}
-TOKENIZER_FILES = {"tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model",
-                   "spiece.model", "sentencepiece.bpe.model"}
+WEIGHT_FILES = {
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+}
+TOKENIZER_FILES = {
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+}
 
 
 def resolve_checkpoint(name):
@@ -28,18 +38,24 @@ def resolve_checkpoint(name):
         check_checkpoint_folder(path, name)
         return str(path.resolve())
     if path.exists():
-        fail(f"--checkpoint {name} is a file, not a folder; pass the folder that holds "
-             "config.json, the weights and the tokenizer files (saved with save_pretrained)")
+        fail(
+            f"--checkpoint {name} is a file, not a folder; pass the folder that holds "
+            "config.json, the weights and the tokenizer files (saved with save_pretrained)"
+        )
     if name.startswith((".", "/", "~")) or path.suffix or name.count("/") > 1:
-        fail(f"checkpoint folder {name} does not exist; pass a folder saved with "
-             "save_pretrained, a hub id such as bert-base-cased, or leave --checkpoint out "
-             "for the embedded tiny BERT")
+        fail(
+            f"checkpoint folder {name} does not exist; pass a folder saved with "
+            "save_pretrained, a hub id such as bert-base-cased, or leave --checkpoint out "
+            "for the embedded tiny BERT"
+        )
     cached = try_to_load_from_cache(name, "config.json")
     if not isinstance(cached, str) and hub_out_of_reach():
-        fail(f"checkpoint {name!r} is a Hugging Face Hub id, but the hub at {hub_address()} "
-             "cannot be reached and it is not in the local cache; leave --checkpoint out to use "
-             "the embedded tiny BERT, pass a local folder saved with save_pretrained, or set "
-             "HF_ENDPOINT to a Hub mirror this machine can reach")
+        fail(
+            f"checkpoint {name!r} is a Hugging Face Hub id, but the hub at {hub_address()} "
+            "cannot be reached and it is not in the local cache; leave --checkpoint out to use "
+            "the embedded tiny BERT, pass a local folder saved with save_pretrained, or set "
+            "HF_ENDPOINT to a Hub mirror this machine can reach"
+        )
     if isinstance(cached, str):
         check_classification_head(Path(cached), name)
         check_half_precision(Path(cached), name)
@@ -52,16 +68,20 @@ def check_classification_head(config_file, name):
     BART, T5, Llama and about 120 more have one; an image model, a speech model or a bare
     encoder-decoder pairing ("encoder-decoder") has none."""
     from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES)
+        MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
+    )
+
     try:
         kind = json.loads(Path(config_file).read_text()).get("model_type")
     except (OSError, ValueError):
         return  # an unreadable config: transformers' own error says why, when it loads it
     if kind and kind not in MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES:
-        fail(f"checkpoint {name}: its model_type is {kind!r}, for which transformers has no "
-             "sequence-classification head (AutoModelForSequenceClassification); pass a "
-             "checkpoint of a text model that has one, such as bert-base-cased, roberta-base, "
-             "distilbert-base-cased or gpt2")
+        fail(
+            f"checkpoint {name}: its model_type is {kind!r}, for which transformers has no "
+            "sequence-classification head (AutoModelForSequenceClassification); pass a "
+            "checkpoint of a text model that has one, such as bert-base-cased, roberta-base, "
+            "distilbert-base-cased or gpt2"
+        )
 
 
 def check_checkpoint_folder(path, name):
@@ -76,36 +96,46 @@ def check_checkpoint_folder(path, name):
     check_classification_head(path / "config.json", name)
     check_half_precision(path / "config.json", name)
     if not files & WEIGHT_FILES:
-        fail(f"checkpoint folder {name} has a config.json but no weights ({', '.join(sorted(WEIGHT_FILES))}): "
-             f"save them with model.save_pretrained({name!r})")
+        fail(
+            f"checkpoint folder {name} has a config.json but no weights "
+            f"({', '.join(sorted(WEIGHT_FILES))}): save them with model.save_pretrained({name!r})"
+        )
     for weights in sorted(path.glob("*.safetensors")):  # a download that stopped half way
         unreadable_weights(weights, name)
     missing_shards(path, name)
     check_head_size(path, name)
     if not files & TOKENIZER_FILES:
-        fail(f"checkpoint folder {name} has no tokenizer files (tokenizer.json, vocab.txt, ...): "
-             f"save the tokenizer that goes with the model there with tokenizer.save_pretrained({name!r})")
+        fail(
+            f"checkpoint folder {name} has no tokenizer files (tokenizer.json, vocab.txt, ...): "
+            "save the tokenizer that goes with the model there with "
+            f"tokenizer.save_pretrained({name!r})"
+        )
     tokenizer = open_tokenizer(str(path))
     try:
         rows = json.loads((path / "config.json").read_text())["vocab_size"]
     except (ValueError, KeyError):
         return  # a config without vocab_size: nothing to compare
     if not rows // 2 <= len(tokenizer) <= rows:
-        fail(f"checkpoint folder {name}: its tokenizer has {len(tokenizer)} tokens but the model "
-             f"has {rows} embedding rows, so they do not belong together; save the tokenizer the "
-             f"model was trained with, with tokenizer.save_pretrained({name!r})")
+        fail(
+            f"checkpoint folder {name}: its tokenizer has {len(tokenizer)} tokens but the model "
+            f"has {rows} embedding rows, so they do not belong together; save the tokenizer the "
+            f"model was trained with, with tokenizer.save_pretrained({name!r})"
+        )
 
 
 def unreadable_weights(weights, name):
     """Exit with one error line if a safetensors weights file cannot be read whole (its
     header names more bytes than the file holds: a download or copy that stopped)."""
     from safetensors import SafetensorError, safe_open
+
     try:
         with safe_open(weights, "pt"):
             pass
     except (SafetensorError, OSError) as error:
-        fail(f"checkpoint folder {name}: {weights.name} cannot be read ({str(error).splitlines()[0]}); "
-             f"it is likely cut short: download or copy it again")
+        fail(
+            f"checkpoint folder {name}: {weights.name} cannot be read "
+            f"({str(error).splitlines()[0]}); it is likely cut short: download or copy it again"
+        )
 
 
 def check_half_precision(config, name):
@@ -122,20 +152,28 @@ def check_half_precision(config, name):
     except (OSError, ValueError):
         return
     dtype = settings.get("dtype") or settings.get("torch_dtype")
-    why = {"float16": "a float16 training without loss scaling turns NaN within a few steps",
-           "bfloat16": "in bfloat16 most of the optimizer's small updates are rounded away"}
+    why = {
+        "float16": "a float16 training without loss scaling turns NaN within a few steps",
+        "bfloat16": "in bfloat16 most of the optimizer's small updates are rounded away",
+    }
     if dtype in why:
-        fail(f"checkpoint {name} holds {dtype} weights (its config.json's dtype), which "
-             f"transformers loads and the steps train as they are, and {why[dtype]}; save a "
-             "float32 copy and pass that: AutoModelForSequenceClassification.from_pretrained("
-             f"{name!r}, dtype=torch.float32).save_pretrained(<a new folder>), and its "
-             "tokenizer beside it")
+        fail(
+            f"checkpoint {name} holds {dtype} weights (its config.json's dtype), which "
+            f"transformers loads and the steps train as they are, and {why[dtype]}; save a "
+            "float32 copy and pass that: AutoModelForSequenceClassification.from_pretrained("
+            f"{name!r}, dtype=torch.float32).save_pretrained(<a new folder>), and its "
+            "tokenizer beside it"
+        )
 
 
 # the names a sequence-classification head's output weight ends with (BERT's, RoBERTa's,
 # DistilBERT's, GPT-2's and Llama's, BART's)
-HEAD_WEIGHTS = ("classifier.weight", "classifier.out_proj.weight", "score.weight",
-                "classification_head.out_proj.weight")
+HEAD_WEIGHTS = (
+    "classifier.weight",
+    "classifier.out_proj.weight",
+    "score.weight",
+    "classification_head.out_proj.weight",
+)
 HEAD_SUFFIXES = tuple(f".{name}" for name in HEAD_WEIGHTS)  # (not DistilBERT's pre_classifier)
 
 
@@ -146,17 +184,20 @@ def check_head_size(path, name):
     ignore_mismatched_sizes=True would, silently): the line says how to keep the encoder
     alone, to which the steps add a new two-class head."""
     from safetensors import safe_open
+
     for weights in sorted(path.glob("*.safetensors")):
         with safe_open(weights, "pt") as tensors:
             for tensor in tensors.keys():
                 if tensor in HEAD_WEIGHTS or tensor.endswith(HEAD_SUFFIXES):
                     labels = tensors.get_slice(tensor).get_shape()[0]
                     if labels != 2:
-                        fail(f"checkpoint folder {name} holds a classification head for "
-                             f"{labels} labels ({tensor}), and MRPC has 2: save its encoder "
-                             f"alone and pass that: AutoModel.from_pretrained({name!r})"
-                             ".save_pretrained(<a new folder>), and its tokenizer beside it "
-                             "(the steps add a new two-class head)")
+                        fail(
+                            f"checkpoint folder {name} holds a classification head for "
+                            f"{labels} labels ({tensor}), and MRPC has 2: save its encoder "
+                            f"alone and pass that: AutoModel.from_pretrained({name!r})"
+                            ".save_pretrained(<a new folder>), and its tokenizer beside it "
+                            "(the steps add a new two-class head)"
+                        )
 
 
 def missing_shards(path, name):
@@ -166,12 +207,15 @@ def missing_shards(path, name):
         try:
             shards = set(json.loads(index.read_text())["weight_map"].values())
         except (ValueError, KeyError, AttributeError):
-            fail(f"checkpoint folder {name}: {index.name} is not a weights index "
-                 "(download it again)")
+            fail(
+                f"checkpoint folder {name}: {index.name} is not a weights index (download it again)"
+            )
         missing = sorted(shard for shard in shards if not (path / shard).is_file())
         if missing:
-            fail(f"checkpoint folder {name}: {index.name} names {len(shards)} weights files, "
-                 f"and {', '.join(missing)} is not there: download the checkpoint again")
+            fail(
+                f"checkpoint folder {name}: {index.name} names {len(shards)} weights files, "
+                f"and {', '.join(missing)} is not there: download the checkpoint again"
+            )
 
 
 def load_tokenizer(checkpoint):
@@ -182,14 +226,19 @@ def load_tokenizer(checkpoint):
     tokenizer = open_tokenizer(checkpoint)
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
-            fail(f"the tokenizer of {checkpoint!r} has neither a padding token nor an "
-                 "end-of-text token to pad with; save one with tokenizer.add_special_tokens("
-                 "{'pad_token': '[PAD]'}) and a model whose embeddings include it")
+            fail(
+                f"the tokenizer of {checkpoint!r} has neither a padding token nor an "
+                "end-of-text token to pad with; save one with tokenizer.add_special_tokens("
+                "{'pad_token': '[PAD]'}) and a model whose embeddings include it"
+            )
         tokenizer.pad_token = tokenizer.eos_token
         if os.environ.get("RANK", "0") == "0":  # one note per run, not one per process
-            print(f"note: the tokenizer of {Path(checkpoint).name} has no padding token: it pads "
-                  f"with its end-of-text token {tokenizer.eos_token!r} (id "
-                  f"{tokenizer.eos_token_id}), and the model is told so", flush=True)
+            print(
+                f"note: the tokenizer of {Path(checkpoint).name} has no padding token: it pads "
+                f"with its end-of-text token {tokenizer.eos_token!r} (id "
+                f"{tokenizer.eos_token_id}), and the model is told so",
+                flush=True,
+            )
     return tokenizer
 
 

@@ -15,10 +15,11 @@ from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding
 
 from common.cli import SHIPPED_DATASETS, check_dataset_name
+from common.embedded import DATA as EMBEDDED_DATA  # noqa: E402
+from common.embedded import SST2 as EMBEDDED_SST2
 from common.errors import fail
 from common.hub import hub_address, hub_out_of_reach
 
-from common.embedded import DATA as EMBEDDED_DATA, SST2 as EMBEDDED_SST2  # noqa: E402
 # the text columns of each shape of task, and the label
 PAIRS = ("sentence1", "sentence2")
 SENTENCES = ("sentence",)
@@ -56,16 +57,20 @@ def load_splits(name):
     if name in ("glue", "glue-mrpc", "glue-sst2"):
         task = "sst2" if name == "glue-sst2" else "mrpc"
         if hub_out_of_reach():
-            fail(f"--dataset {name} loads nyu-mll/glue ({task}) from the Hugging Face Hub at "
-                 f"{hub_address()}, which cannot be reached; leave --dataset out to use the "
-                 "embedded MRPC-shaped pairs (or embedded-sst2), pass a local folder (GLUE's own "
-                 "train.tsv and dev.tsv too), set HF_ENDPOINT to a Hub mirror this machine can "
-                 "reach, or set HF_HUB_OFFLINE=1 to use a copy downloaded before")
+            fail(
+                f"--dataset {name} loads nyu-mll/glue ({task}) from the Hugging Face Hub at "
+                f"{hub_address()}, which cannot be reached; leave --dataset out to use the "
+                "embedded MRPC-shaped pairs (or embedded-sst2), pass a local folder (GLUE's own "
+                "train.tsv and dev.tsv too), set HF_ENDPOINT to a Hub mirror this machine can "
+                "reach, or set HF_HUB_OFFLINE=1 to use a copy downloaded before"
+            )
         try:
             return check_splits(load_dataset("nyu-mll/glue", task), f"nyu-mll/glue {task}")
         except (OSError, ValueError) as error:
-            fail(f"cannot load nyu-mll/glue ({task}) from {hub_address()}: "
-                 f"{str(error).splitlines()[0]}")
+            fail(
+                f"cannot load nyu-mll/glue ({task}) from {hub_address()}: "
+                f"{str(error).splitlines()[0]}"
+            )
     check_dataset_name(name)
     folder = Path(name).resolve()
     what = f"dataset folder {name}"
@@ -79,15 +84,20 @@ def load_splits(name):
         # dataset"): that one says what is wrong with the file
         reason = error.__cause__ or error
         first_line = (str(reason).splitlines() or [type(reason).__name__])[0]
-        fail(f"cannot load {what}: {first_line}; it needs train and validation files (csv, "
-             "json/jsonl or parquet) with columns sentence1, sentence2, label (or sentence, "
-             "label), or GLUE's train.tsv and dev.tsv")
+        fail(
+            f"cannot load {what}: {first_line}; it needs train and validation files (csv, "
+            "json/jsonl or parquet) with columns sentence1, sentence2, label (or sentence, "
+            "label), or GLUE's train.tsv and dev.tsv"
+        )
     return check_splits(raw, what, lambda split, row: locate_row(folder, split, row))
 
 
 # the files a folder's splits are read from, by their names' start (datasets' own patterns)
-SPLIT_NAMES = {"train": ("train",), "validation": ("validation", "valid", "dev", "val"),
-               "test": ("test",)}
+SPLIT_NAMES = {
+    "train": ("train",),
+    "validation": ("validation", "valid", "dev", "val"),
+    "test": ("test",),
+}
 DATA_SUFFIXES = (".csv", ".json", ".jsonl", ".parquet", ".tsv")
 TEXT_SUFFIXES = (".csv", ".json", ".jsonl", ".tsv")
 
@@ -105,22 +115,28 @@ def check_files(folder, what):
             by_split.setdefault(split, []).append(path)
     for split, paths in by_split.items():
         if len(paths) > 1:
-            fail(f"{what} has {len(paths)} files for the {split} split "
-                 f"({', '.join(p.name for p in paths)}): only one would be read; keep one "
-                 "file per split")
+            fail(
+                f"{what} has {len(paths)} files for the {split} split "
+                f"({', '.join(p.name for p in paths)}): only one would be read; keep one "
+                "file per split"
+            )
     formats = {p.suffix.lower().replace(".jsonl", ".json") for ps in by_split.values() for p in ps}
     if len(formats) > 1 and not all(p.suffix == ".tsv" for p in by_split.get("train", [])):
         names = ", ".join(p.name for ps in by_split.values() for p in ps)
-        fail(f"{what} holds its splits in several formats ({names}): datasets reads one format "
-             "per folder; save every split in the same format (csv, json lines or parquet)")
+        fail(
+            f"{what} holds its splits in several formats ({names}): datasets reads one format "
+            "per folder; save every split in the same format (csv, json lines or parquet)"
+        )
     for path in (p for ps in by_split.values() for p in ps if p.suffix.lower() in TEXT_SUFFIXES):
         data = path.read_bytes()
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as error:
-            line = data[:error.start].count(b"\n") + 1
-            fail(f"{what}: {path.name} is not UTF-8 (byte 0x{data[error.start]:02x} on line "
-                 f"{line}); save it as UTF-8 (in a spreadsheet: CSV UTF-8)")
+            line = data[: error.start].count(b"\n") + 1
+            fail(
+                f"{what}: {path.name} is not UTF-8 (byte 0x{data[error.start]:02x} on line "
+                f"{line}); save it as UTF-8 (in a spreadsheet: CSV UTF-8)"
+            )
 
 
 def load_glue_tsv(folder, what):
@@ -143,15 +159,19 @@ def load_glue_tsv(folder, what):
         elif "#1 String" in header and "#2 String" in header:  # MRPC
             texts, label = {"sentence1": "#1 String", "sentence2": "#2 String"}, "Quality"
         else:
-            fail(f"{what}: {file_name} has neither MRPC's '#1 String' and '#2 String' columns "
-                 f"nor SST-2's 'sentence' in its first line ({' | '.join(header) or 'empty file'})"
-                 "; GLUE's MRPC files start with Quality, #1 ID, #2 ID, #1 String, #2 String")
+            fail(
+                f"{what}: {file_name} has neither MRPC's '#1 String' and '#2 String' columns "
+                f"nor SST-2's 'sentence' in its first line ({' | '.join(header) or 'empty file'})"
+                "; GLUE's MRPC files start with Quality, #1 ID, #2 ID, #1 String, #2 String"
+            )
         columns = {name: i for i, name in enumerate(header)}
         rows = {**{column: [] for column in texts}, "label": [], "idx": []}
         for number, fields in enumerate(lines[1:], start=2):
             if len(fields) != len(header):
-                fail(f"{what}: {file_name} line {number} has {len(fields)} tab-separated "
-                     f"fields, its header has {len(header)}")
+                fail(
+                    f"{what}: {file_name} line {number} has {len(fields)} tab-separated "
+                    f"fields, its header has {len(header)}"
+                )
             for column, field in texts.items():
                 rows[column].append(fields[columns[field]])
             rows["label"].append(fields[columns[label]] if label in columns else "-1")
@@ -184,17 +204,21 @@ def check_splits(raw, what, locate=None):
     row (where locate(split, row) says it is, else its idx) and the value."""
     missing_splits = [s for s in NEEDED_SPLITS if s not in raw]
     if missing_splits:
-        fail(f"{what} has no {' or '.join(missing_splits)} split; name its files "
-             "train.* and validation.* (test.* is optional), or use GLUE's train.tsv and dev.tsv")
+        fail(
+            f"{what} has no {' or '.join(missing_splits)} split; name its files "
+            "train.* and validation.* (test.* is optional), or use GLUE's train.tsv and dev.tsv"
+        )
     texts = text_columns(raw["train"])
     for split in NEEDED_SPLITS:
         wanted = (*(texts or PAIRS), "label")
         missing = [c for c in wanted if c not in raw[split].column_names]
         if missing:
-            fail(f"{what}: the {split} split lacks column(s) {', '.join(missing)}; the course "
-                 "reads sentence pairs (sentence1, sentence2, label, as MRPC) or single "
-                 f"sentences (sentence, label, as SST-2) (it has "
-                 f"{', '.join(raw[split].column_names)})")
+            fail(
+                f"{what}: the {split} split lacks column(s) {', '.join(missing)}; the course "
+                "reads sentence pairs (sentence1, sentence2, label, as MRPC) or single "
+                f"sentences (sentence, label, as SST-2) (it has "
+                f"{', '.join(raw[split].column_names)})"
+            )
         if raw[split].num_rows == 0:
             fail(f"{what}: the {split} split has no rows")
     checked = {}
@@ -204,31 +228,43 @@ def check_splits(raw, what, locate=None):
         ids = data["idx"][:] if "idx" in data.column_names else None
 
         def where(row):
-            if locate:
-                return locate(split, row)
-            return f"row with idx {ids[row]}" if ids is not None else f"row {row + 1}"
+            if locate:  # (where is called in this iteration only)
+                return locate(split, row)  # noqa: B023
+            return f"row with idx {ids[row]}" if ids is not None else f"row {row + 1}"  # noqa: B023
 
         for column in texts:
             for row, text in enumerate(data[column][:]):
                 if not isinstance(text, str) or not text.strip():
-                    problem = "is empty" if isinstance(text, str) or text is None else \
-                        f"is {text!r}, not text"
-                    need = "every pair needs two sentences" if texts == PAIRS else \
-                        "every row needs its sentence"
+                    problem = (
+                        "is empty"
+                        if isinstance(text, str) or text is None
+                        else f"is {text!r}, not text"
+                    )
+                    need = (
+                        "every pair needs two sentences"
+                        if texts == PAIRS
+                        else "every row needs its sentence"
+                    )
                     fail(f"{what}: {split} split, {where(row)}: {column} {problem}; {need}")
         values = data["label"][:]
         labels = [label_value(value) for value in values]
         for row, (value, label) in enumerate(zip(values, labels)):
             if label is None:
-                meaning = ("MRPC's labels: 1 = paraphrase, 0 = not" if texts == PAIRS else
-                           "SST-2's labels: 1 = positive, 0 = negative")
-                fail(f"{what}: {split} split, {where(row)}: label {value!r} is not 0 or 1 "
-                     f"({meaning}); write every label as 0 or 1")
+                meaning = (
+                    "MRPC's labels: 1 = paraphrase, 0 = not"
+                    if texts == PAIRS
+                    else "SST-2's labels: 1 = positive, 0 = negative"
+                )
+                fail(
+                    f"{what}: {split} split, {where(row)}: label {value!r} is not 0 or 1 "
+                    f"({meaning}); write every label as 0 or 1"
+                )
         feature = data.features["label"]
         if not isinstance(feature, ClassLabel) and not feature.dtype.startswith("int"):
             checked[split] = data.remove_columns("label").add_column("label", labels)
             given = {"bool": "True/False, read as 1/0", "string": "text, read as 0/1"}.get(
-                feature.dtype, "numbers 0.0/1.0, read as 0/1")
+                feature.dtype, "numbers 0.0/1.0, read as 0/1"
+            )
     if checked:
         if locate is not read_as_glue_reads:  # GLUE's files always hold their labels as text
             print(f"note: {what}: labels given as {given}", flush=True)
@@ -261,8 +297,9 @@ def tokenize(raw_datasets, tokenizer, pad_to_max_length=None):
     texts = list(text_columns(raw_datasets["train"]))
 
     def tokenize_function(examples):
-        padding = dict(padding="max_length", max_length=pad_to_max_length) \
-            if pad_to_max_length else {}
+        padding = (
+            dict(padding="max_length", max_length=pad_to_max_length) if pad_to_max_length else {}
+        )
         return tokenizer(*(examples[column] for column in texts), truncation=True, **padding)
 
     splits = raw_datasets.select_columns([*texts, "label"])
@@ -281,12 +318,15 @@ def get_dataloaders(raw_datasets, tokenizer, args, pad_to_max_length=None):
     batch, or to pad_to_max_length)."""
     tokenized = tokenize(raw_datasets, tokenizer, pad_to_max_length)
     if pad_to_max_length:
-        collator = DataCollatorWithPadding(tokenizer, padding="max_length",
-                                           max_length=pad_to_max_length)
+        collator = DataCollatorWithPadding(
+            tokenizer, padding="max_length", max_length=pad_to_max_length
+        )
     else:
         collator = DataCollatorWithPadding(tokenizer)
-    train_dataloader = DataLoader(tokenized["train"], shuffle=True,
-                                  batch_size=args.train_batch_size, collate_fn=collator)
-    eval_dataloader = DataLoader(tokenized["validation"], shuffle=False,
-                                 batch_size=args.eval_batch_size, collate_fn=collator)
+    train_dataloader = DataLoader(
+        tokenized["train"], shuffle=True, batch_size=args.train_batch_size, collate_fn=collator
+    )
+    eval_dataloader = DataLoader(
+        tokenized["validation"], shuffle=False, batch_size=args.eval_batch_size, collate_fn=collator
+    )
     return train_dataloader, eval_dataloader

@@ -15,9 +15,11 @@ def stop_if_diverged(train_losses: list, args) -> None:
     such step (one all_gather_object of a number), and all stop there, none left waiting for the
     others. (On XLA, where Accelerate makes no torch.distributed group, each process looks at
     its own: read in accelerate/state.py.) Returns nothing when every loss is finite."""
-    first = next((i for i, loss in enumerate(train_losses) if not math.isfinite(loss)),
-                 len(train_losses))
+    first = next(
+        (i for i, loss in enumerate(train_losses) if not math.isfinite(loss)), len(train_losses)
+    )
     import torch.distributed as dist
+
     if dist.is_available() and dist.is_initialized():  # (Accelerate makes no group on XLA)
         firsts = [None] * dist.get_world_size()
         dist.all_gather_object(firsts, first)
@@ -25,8 +27,10 @@ def stop_if_diverged(train_losses: list, args) -> None:
     if first < len(train_losses):
         mine = train_losses[first]
         value = f"is {mine}" if not math.isfinite(mine) else "is not a number in another process"
-        fail(f"the loss of optimizer step {first + 1} {value}: the training diverged, and "
-             f"nothing was saved; {likely_causes(args)}")
+        fail(
+            f"the loss of optimizer step {first + 1} {value}: the training diverged, and "
+            f"nothing was saved; {likely_causes(args)}"
+        )
 
 
 def non_finite(value, where="metrics") -> str:
@@ -34,13 +38,27 @@ def non_finite(value, where="metrics") -> str:
     of optimizer step 2"), or "" when there is none."""
     if isinstance(value, float) and not math.isfinite(value):
         step = re.fullmatch(r"train_losses\[(\d+)\]", where)
-        return f"{where} ({value}, the loss of optimizer step {int(step[1]) + 1})" if step \
+        return (
+            f"{where} ({value}, the loss of optimizer step {int(step[1]) + 1})"
+            if step
             else f"{where} ({value})"
-    items = value.items() if isinstance(value, dict) else \
-        enumerate(value) if isinstance(value, (list, tuple)) else ()
+        )
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, (list, tuple))
+        else ()
+    )
     for key, item in items:
-        found = non_finite(item, f"{key}" if where == "metrics" else
-                           f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}")
+        found = non_finite(
+            item,
+            f"{key}"
+            if where == "metrics"
+            else f"{where}[{key}]"
+            if isinstance(key, int)
+            else f"{where}.{key}",
+        )
         if found:
             return found
     return ""
@@ -53,5 +71,11 @@ def likely_causes(args) -> str:
     lr = getattr(args, "lr", None)
     if lr is not None and lr > 1:
         return f"likely: --lr {lr:g} is far above fine-tuning's usual 5e-5"
-    return (f"look at the learning rate (--lr {lr:g}; fine-tuning's usual is 5e-5) and at the "
-            "checkpoint's weights") if lr is not None else "look at the learning rate"
+    return (
+        (
+            f"look at the learning rate (--lr {lr:g}; fine-tuning's usual is 5e-5) and at the "
+            "checkpoint's weights"
+        )
+        if lr is not None
+        else "look at the learning rate"
+    )

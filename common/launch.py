@@ -18,8 +18,10 @@ from common.settings import say_settings
 
 CPU_CONFIG = "configs/cpu-2-processes.yaml"  # given with --config_file, the one file read
 PROCESSES = r"--(?:num[_-]processes|nproc[_-]per[_-]node)"  # a launcher's flag for N
-WSL = ("on Windows, run the course in WSL (Windows Subsystem for Linux): in PowerShell, wsl "
-       "--install; then, in its Ubuntu terminal, clone the course and run it there")
+WSL = (
+    "on Windows, run the course in WSL (Windows Subsystem for Linux): in PowerShell, wsl "
+    "--install; then, in its Ubuntu terminal, clone the course and run it there"
+)
 
 
 def check_launch(joins_processes: bool, starts_processes: int = 0) -> None:
@@ -42,9 +44,11 @@ def launch_problem(script_joins_processes: bool):
     world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
     tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS", "1") or 1)
     if "WORLD_SIZE" not in os.environ and tasks > 1:
-        return (f"srun started this script as {tasks} separate tasks, without a launcher (no "
-                "WORLD_SIZE): each would train alone on all the data; start one task per machine "
-                "that runs torchrun or accelerate launch (docs/cluster.md)")
+        return (
+            f"srun started this script as {tasks} separate tasks, without a launcher (no "
+            "WORLD_SIZE): each would train alone on all the data; start one task per machine "
+            "that runs torchrun or accelerate launch (docs/cluster.md)"
+        )
     if world_size <= 1:
         # accelerate launch's one-process launcher sets MASTER_ADDR only when it was asked for
         # more than one process: then it ran this script once, not N times; only the parent
@@ -52,24 +56,34 @@ def launch_problem(script_joins_processes: bool):
         if {"ACCELERATE_DYNAMO_BACKEND", "MASTER_ADDR"} <= set(os.environ):
             words, inherited = the_launcher()
             if inherited is None or inherited.get("MASTER_ADDR") != os.environ["MASTER_ADDR"]:
-                asked = next((int(n) for n in re.findall(PROCESSES + r"[= ](\d+)",
-                                                        " ".join(words))), 2)
-                return (f"accelerate launch was asked for {asked} processes but started this "
-                        "script as one process (without --multi_gpu, or a GPU for each "
-                        f"process, it starts only one); {run(course_launch(asked), gpus_here())}")
+                asked = next(
+                    (int(n) for n in re.findall(PROCESSES + r"[= ](\d+)", " ".join(words))), 2
+                )
+                return (
+                    f"accelerate launch was asked for {asked} processes but started this "
+                    "script as one process (without --multi_gpu, or a GPU for each "
+                    f"process, it starts only one); {run(course_launch(asked), gpus_here())}"
+                )
         return None
     if "LOCAL_RANK" not in os.environ:  # every launcher sets it: WORLD_SIZE alone is an export
-        left = " ".join(name for name in ("WORLD_SIZE", "RANK", "LOCAL_WORLD_SIZE",
-                                          "MASTER_ADDR", "MASTER_PORT") if name in os.environ)
-        return (f"WORLD_SIZE={world_size} is set here, but no launcher started this script "
-                f"(launchers set LOCAL_RANK too): an export left in this shell? unset {left}; "
-                f"then the command again, or launch it; "
-                f"{run(course_launch(world_size), gpus_here())}")
+        left = " ".join(
+            name
+            for name in ("WORLD_SIZE", "RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+            if name in os.environ
+        )
+        return (
+            f"WORLD_SIZE={world_size} is set here, but no launcher started this script "
+            f"(launchers set LOCAL_RANK too): an export left in this shell? unset {left}; "
+            f"then the command again, or launch it; "
+            f"{run(course_launch(world_size), gpus_here())}"
+        )
     if not script_joins_processes:
-        return (f"this script was launched as {world_size} processes, but it is the plain loop: "
-                "it never creates an Accelerator, so each process would train alone on all the "
-                "data; run it with python (one process), or launch it once it creates an "
-                "Accelerator (lesson 2)")
+        return (
+            f"this script was launched as {world_size} processes, but it is the plain loop: "
+            "it never creates an Accelerator, so each process would train alone on all the "
+            "data; run it with python (one process), or launch it once it creates an "
+            "Accelerator (lesson 2)"
+        )
     use_cpu = flag_is_set("ACCELERATE_USE_CPU")
     if xla_installed() and not use_cpu:
         return None  # torch_xla's runtime decides the processes; Accelerate asks it
@@ -77,14 +91,19 @@ def launch_problem(script_joins_processes: bool):
     gpus = gpus_here()
     seen = f"{gpus} GPU{'s' if gpus > 1 else ''}"
     if gpus == 0 and not use_cpu:
-        return (f"{world_size} processes were launched on a machine without a GPU, and without "
-                "ACCELERATE_USE_CPU=1 Accelerate makes each of them a run of its own, on all "
-                f"the data; {run(launcher_command(), gpus)}")
+        return (
+            f"{world_size} processes were launched on a machine without a GPU, and without "
+            "ACCELERATE_USE_CPU=1 Accelerate makes each of them a run of its own, on all "
+            f"the data; {run(launcher_command(), gpus)}"
+        )
     if gpus and (use_cpu or gpus < local):
-        why = (f"these {local} processes run on the CPU (ACCELERATE_USE_CPU=1) but see {seen}, "
-               "and Accelerate's barrier asks for GPU <local rank> even for them" if use_cpu
-               else f"{local} processes were launched on this machine, but it has {seen}, and "
-               "each process needs a GPU of its own")
+        why = (
+            f"these {local} processes run on the CPU (ACCELERATE_USE_CPU=1) but see {seen}, "
+            "and Accelerate's barrier asks for GPU <local rank> even for them"
+            if use_cpu
+            else f"{local} processes were launched on this machine, but it has {seen}, and "
+            "each process needs a GPU of its own"
+        )
         return f"{why}; {run(launcher_command(), gpus)}"
     return None
 
@@ -94,23 +113,31 @@ def start_problem(n: int):
     if not notebook_launcher_starts_processes(n):
         return None
     if sys.platform == "win32":
-        return (f"notebook_launcher starts its {n} processes by forking, which Windows cannot "
-                f"do; run with --num-processes 1, or {WSL}")
+        return (
+            f"notebook_launcher starts its {n} processes by forking, which Windows cannot "
+            f"do; run with --num-processes 1, or {WSL}"
+        )
     gpus, use_cpu = gpus_here(), flag_is_set("ACCELERATE_USE_CPU")
     if not gpus or (gpus >= n and not use_cpu):
         return None
     seen = f"{gpus} GPU{'s' if gpus > 1 else ''}"
-    why = (f"ACCELERATE_USE_CPU=1 puts the {n} processes on the CPU, but they would see "
-           f"{seen}, and Accelerate's barrier asks for GPU <local rank> even for them" if use_cpu
-           else f"{n} processes asked for and {seen} here, and each process needs a GPU of its "
-           "own")
+    why = (
+        f"ACCELERATE_USE_CPU=1 puts the {n} processes on the CPU, but they would see "
+        f"{seen}, and Accelerate's barrier asks for GPU <local rank> even for them"
+        if use_cpu
+        else f"{n} processes asked for and {seen} here, and each process needs a GPU of its own"
+    )
     if "ipykernel" in sys.modules:  # the settings are a dict, and the kernel's CUDA has started
-        return (f"{why}; on the GPU: \"num_processes\": {gpus} in the settings; "
-                f"or {n} processes on the CPU: restart the kernel and run os.environ["
-                "\"CUDA_VISIBLE_DEVICES\"] = \"\" in its first cell")
+        return (
+            f'{why}; on the GPU: "num_processes": {gpus} in the settings; '
+            f"or {n} processes on the CPU: restart the kernel and run os.environ["
+            '"CUDA_VISIBLE_DEVICES"] = "" in its first cell'
+        )
     typed = ["python", *sys.argv]
-    return (f"{why}; on the GPU: {shlex.join(with_processes(typed, gpus))}; or "
-            f"{n} processes on the CPU: CUDA_VISIBLE_DEVICES= {shlex.join(typed)}")
+    return (
+        f"{why}; on the GPU: {shlex.join(with_processes(typed, gpus))}; or "
+        f"{n} processes on the CPU: CUDA_VISIBLE_DEVICES= {shlex.join(typed)}"
+    )
 
 
 def flag_is_set(name: str) -> bool:
@@ -121,20 +148,24 @@ def flag_is_set(name: str) -> bool:
 def gpus_here() -> int:
     """Return the CUDA GPUs this process sees (through NVML: a fork after it still works)."""
     import torch
+
     return torch.cuda.device_count()
 
 
 def xla_installed() -> bool:
     """Return True if torch_xla can be imported here (then Accelerate runs on XLA devices)."""
     import importlib.util
+
     return importlib.util.find_spec("torch_xla") is not None
 
 
 def the_launcher():
     """Return the parent's (the launcher's) words ([]) and environment (None: unreadable)."""
     try:
-        words, environ = (Path(f"/proc/{os.getppid()}/{name}").read_bytes().decode(
-            errors="replace").split("\0") for name in ("cmdline", "environ"))
+        words, environ = (
+            Path(f"/proc/{os.getppid()}/{name}").read_bytes().decode(errors="replace").split("\0")
+            for name in ("cmdline", "environ")
+        )
     except OSError:
         return [], None
     return [w for w in words if w], dict(p.split("=", 1) for p in environ if "=" in p)
@@ -145,18 +176,28 @@ def launcher_command() -> list:
     words = the_launcher()[0]
     for i, word in enumerate(words[:2]):
         if os.path.basename(word) in ("torchrun", "accelerate"):
-            return [os.path.basename(word), *words[i + 1:]]
+            return [os.path.basename(word), *words[i + 1 :]]
     if words[1:2] == ["-m"] and len(words) > 2:
         return ["python", *words[1:]]
     n = os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "2"))
-    return (course_launch(n) if "ACCELERATE_DYNAMO_BACKEND" in os.environ  # accelerate's
-            else ["torchrun", "--nproc_per_node", n, *sys.argv])
+    return (
+        course_launch(n)
+        if "ACCELERATE_DYNAMO_BACKEND" in os.environ  # accelerate's
+        else ["torchrun", "--nproc_per_node", n, *sys.argv]
+    )
 
 
 def course_launch(n):
     """Return the words of the course's launch of this script on n processes."""
-    return ["accelerate", "launch", "--config_file", CPU_CONFIG, "--num_processes", str(n),
-            *sys.argv]
+    return [
+        "accelerate",
+        "launch",
+        "--config_file",
+        CPU_CONFIG,
+        "--num_processes",
+        str(n),
+        *sys.argv,
+    ]
 
 
 def with_processes(words, n):
@@ -170,8 +211,10 @@ def run(launch, gpus):
     if not gpus:
         return f"run: ACCELERATE_USE_CPU=1 {shlex.join(launch)}"
     on_gpus = ["python", *sys.argv] if gpus == 1 else with_processes(launch, gpus)
-    return (f"run on the CPU: CUDA_VISIBLE_DEVICES= ACCELERATE_USE_CPU=1 {shlex.join(launch)}"
-            f"; or on the GPU: {shlex.join(on_gpus)}")
+    return (
+        f"run on the CPU: CUDA_VISIBLE_DEVICES= ACCELERATE_USE_CPU=1 {shlex.join(launch)}"
+        f"; or on the GPU: {shlex.join(on_gpus)}"
+    )
 
 
 def in_kaggle() -> bool:
@@ -181,8 +224,11 @@ def in_kaggle() -> bool:
 
 def notebook_launcher_starts_processes(n: int) -> bool:
     """Return True if notebook_launcher starts n processes here (accelerate's launchers.py)."""
-    colab = (not in_kaggle() and "IPython" in sys.modules
-             and "google.colab" in str(sys.modules["IPython"].get_ipython()))
+    colab = (
+        not in_kaggle()
+        and "IPython" in sys.modules
+        and "google.colab" in str(sys.modules["IPython"].get_ipython())
+    )
     tpu = os.environ.get("TPU_NAME") is not None or os.environ.get("PJRT_DEVICE") == "TPU"
     if (colab or in_kaggle()) and tpu:
         return False
@@ -204,8 +250,11 @@ def stopped(signum, frame):
     who = f" (process {os.environ.get('RANK')} of {size})" if size != "1" else ""
     try:
         sys.stdout.flush()
-        print(f"\nstopped by {name} before the end of the run{who}: no metrics were written",
-              file=sys.stderr, flush=True)
+        print(
+            f"\nstopped by {name} before the end of the run{who}: no metrics were written",
+            file=sys.stderr,
+            flush=True,
+        )
     except (OSError, RuntimeError):  # a closed terminal, or a print the signal interrupted
         pass
     os._exit(128 + signum)
@@ -237,5 +286,6 @@ def connect_after_all_forked(n, wait_seconds=120):
         select.select([read_end], [], [], wait_seconds)
         os.close(read_end)
 
-    os.register_at_fork(after_in_parent=after_fork_in_launcher,
-                        after_in_child=after_fork_in_process)
+    os.register_at_fork(
+        after_in_parent=after_fork_in_launcher, after_in_child=after_fork_in_process
+    )

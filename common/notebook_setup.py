@@ -34,50 +34,81 @@ def install_plan(python, installed, tpu, hosted, course_found, course_source, pi
     cell keeps or installs and why; stop: None, or the one line that says why the cell
     cannot go on and what to do instead (then commands is empty).
     """
+
     def release(version):  # "2.9.0+cpu" -> (2, 9)
         return tuple(int(part) for part in version.split("+")[0].split(".")[:2])
 
     if course_found and not hosted:
         return [], ["the course is installed here (make install): nothing to install"], None
     if python < (3, 11):
-        return [], [], (f"the course needs Python 3.11 or newer, and this runtime has "
-                        f"{python[0]}.{python[1]}: choose a newer runtime")
+        return (
+            [],
+            [],
+            (
+                f"the course needs Python 3.11 or newer, and this runtime has "
+                f"{python[0]}.{python[1]}: choose a newer runtime"
+            ),
+        )
     commands, notes = [], []
     torch, torch_xla = installed.get("torch"), installed.get("torch_xla")
     usable = torch and release(torch) >= OLDEST_TORCH
     if tpu and usable and torch_xla and release(torch) == release(torch_xla):
-        notes.append(f"keeps the runtime's torch {torch} and torch_xla {torch_xla} "
-                     f"(one release: they work together)")
+        notes.append(
+            f"keeps the runtime's torch {torch} and torch_xla {torch_xla} "
+            f"(one release: they work together)"
+        )
     elif tpu and python >= (3, 13):
-        return [], [], (f"this TPU runtime has no torch_xla of torch's release, and torch_xla "
-                        f"{TORCH_XLA}'s TPU library (libtpu) has no build for Python "
-                        f"{python[0]}.{python[1]}: choose a TPU runtime with Python 3.11 or 3.12")
+        return (
+            [],
+            [],
+            (
+                f"this TPU runtime has no torch_xla of torch's release, and torch_xla "
+                f"{TORCH_XLA}'s TPU library (libtpu) has no build for Python "
+                f"{python[0]}.{python[1]}: choose a TPU runtime with Python 3.11 or 3.12"
+            ),
+        )
     elif tpu:
         commands.append([f"torch=={TORCH_XLA}", "--index-url", TORCH_CPU_INDEX])
         commands.append([f"torch_xla[tpu]=={TORCH_XLA}", "-f", LIBTPU_INDEX])
-        notes.append(f"installs torch {TORCH_XLA} (PyTorch's CPU build: a TPU machine needs no "
-                     f"CUDA) and torch_xla {TORCH_XLA}, the same release"
-                     + (f", in place of torch {torch}" if torch else ""))
+        notes.append(
+            f"installs torch {TORCH_XLA} (PyTorch's CPU build: a TPU machine needs no "
+            f"CUDA) and torch_xla {TORCH_XLA}, the same release"
+            + (f", in place of torch {torch}" if torch else "")
+        )
     elif usable:
         notes.append(f"keeps the runtime's torch {torch}")
     else:
         commands.append([next(pin for pin in pins if pin.startswith("torch=="))])
-        notes.append(f"installs torch {commands[-1][0].split('==')[1]}: this runtime has "
-                     + (f"torch {torch}, older than transformers needs" if torch else "none"))
-    missing = [pin for pin in pins if not pin.startswith("torch==")
-               and installed.get(pin.split("==")[0]) != pin.split("==")[1]]
+        notes.append(
+            f"installs torch {commands[-1][0].split('==')[1]}: this runtime has "
+            + (f"torch {torch}, older than transformers needs" if torch else "none")
+        )
+    missing = [
+        pin
+        for pin in pins
+        if not pin.startswith("torch==") and installed.get(pin.split("==")[0]) != pin.split("==")[1]
+    ]
     if "scikit-learn" not in installed:  # the metric's F1; the runtime's own when it has one
         missing.append("scikit-learn")
     if missing:
         commands.append(missing)
-        notes.append("installs " + ", ".join(pin.split("==")[0] for pin in missing)
-                     + " at the course's versions (numpy, pandas and pyarrow stay the runtime's "
-                     "unless these need newer ones)")
+        notes.append(
+            "installs "
+            + ", ".join(pin.split("==")[0] for pin in missing)
+            + " at the course's versions (numpy, pandas and pyarrow stay the runtime's "
+            "unless these need newer ones)"
+        )
     if not course_found and not course_source:
-        return [], [], ("the course itself is not installed here, and this cell names no "
-                        "COURSE_SOURCE: type at its top where the course is published, as "
-                        'COURSE_SOURCE = "git+https://github.com/<owner>/<course>@<tag>", and '
-                        "run it again")
+        return (
+            [],
+            [],
+            (
+                "the course itself is not installed here, and this cell names no "
+                "COURSE_SOURCE: type at its top where the course is published, as "
+                'COURSE_SOURCE = "git+https://github.com/<owner>/<course>@<tag>", and '
+                "run it again"
+            ),
+        )
     if not course_found:
         commands.append([course_source])
         notes.append(f"installs the course from {course_source}")
@@ -88,12 +119,15 @@ def run_installs(commands, python):
     """Run each pip install of install_plan's commands with this runtime's Python (python:
     its path); return None, or the one line that says which failed and pip's last words."""
     for arguments in commands:
-        done = subprocess.run([python, "-m", "pip", "install", "-q", *arguments],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [python, "-m", "pip", "install", "-q", *arguments], capture_output=True, text=True
+        )
         if done.returncode != 0:
             said = [line for line in done.stderr.splitlines() if line.strip()]
-            return (f"pip could not install {' '.join(arguments)}: "
-                    f"{said[-1] if said else 'exit code ' + str(done.returncode)}")
+            return (
+                f"pip could not install {' '.join(arguments)}: "
+                f"{said[-1] if said else 'exit code ' + str(done.returncode)}"
+            )
     return None
 
 
@@ -130,12 +164,20 @@ def set_up(pins, course_source, course_found):
     imports; course_source: the cell's COURSE_SOURCE; course_found: whether the course was
     installed before the cell ran."""
     hosted = "google.colab" in sys.modules or any(k.startswith("KAGGLE") for k in os.environ)
-    watched = ["torch", "torch_xla", "numpy", "pandas", "pyarrow", "scikit-learn",
-               *(pin.split("==")[0] for pin in pins if not pin.startswith("torch=="))]
+    watched = [
+        "torch",
+        "torch_xla",
+        "numpy",
+        "pandas",
+        "pyarrow",
+        "scikit-learn",
+        *(pin.split("==")[0] for pin in pins if not pin.startswith("torch==")),
+    ]
     tpu = tpu_chips()  # a TPU chip on the PCI bus, found as torch_xla finds one
     before = installed_versions(watched)
-    commands, notes, stop = install_plan(sys.version_info[:2], before, tpu, hosted,
-                                         course_found, course_source, pins)
+    commands, notes, stop = install_plan(
+        sys.version_info[:2], before, tpu, hosted, course_found, course_source, pins
+    )
     if stop:
         raise SetupStopped(stop)
     failed = run_installs(commands, sys.executable)
@@ -144,14 +186,19 @@ def set_up(pins, course_source, course_found):
     importlib.invalidate_caches()
     for note in notes:
         print("setup:", note)
-    loaded = {name for name in before
-              if {"scikit-learn": "sklearn"}.get(name, name.replace("-", "_")) in sys.modules}
+    loaded = {
+        name
+        for name in before
+        if {"scikit-learn": "sklearn"}.get(name, name.replace("-", "_")) in sys.modules
+    }
     upgraded = upgraded_in_this_kernel(before, installed_versions(watched), loaded)
     if upgraded:
-        raise SetupStopped("upgraded " + ", ".join(upgraded) + ", which this kernel had already "
-                           "loaded: restart the runtime (Colab: Runtime > Restart session; "
-                           "Kaggle: Run > Restart & clear cell outputs), then run the notebook "
-                           "again from the top (this cell will then find everything installed)")
+        raise SetupStopped(
+            "upgraded " + ", ".join(upgraded) + ", which this kernel had already "
+            "loaded: restart the runtime (Colab: Runtime > Restart session; "
+            "Kaggle: Run > Restart & clear cell outputs), then run the notebook "
+            "again from the top (this cell will then find everything installed)"
+        )
     # tqdm's notebook bars need ipywidgets; without them it warns once and draws text bars
     warnings.filterwarnings("ignore", message="IProgress not found")
     print("TPU chips:", tpu or "none", "| PJRT_DEVICE:", os.environ.get("PJRT_DEVICE"))

@@ -24,15 +24,20 @@ def write_metrics(output_dir, args, results):
     the path written.
     """
     from accelerate.state import PartialState
+
     path = Path(output_dir) / "metrics.json"
     # the settings read by this process's Accelerator, if it made one (step 1 makes none)
-    record = dict(results, hyperparameters=vars(args),
-                  environment=settings_that_change_the_numbers() if PartialState._shared_state
-                  else {})
+    record = dict(
+        results,
+        hyperparameters=vars(args),
+        environment=settings_that_change_the_numbers() if PartialState._shared_state else {},
+    )
     diverged = non_finite(record)
     if diverged:  # strict JSON has no NaN: a run that diverged writes nothing, and says why
-        fail(f"{diverged} is not a number: the training diverged, and no metrics.json was "
-             f"written; {likely_causes(args)}")
+        fail(
+            f"{diverged} is not a number: the training diverged, and no metrics.json was "
+            f"written; {likely_causes(args)}"
+        )
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -47,9 +52,11 @@ def write_metrics(output_dir, args, results):
     except OSError as error:
         if tmp:
             Path(tmp).unlink(missing_ok=True)
-        fail(f"{path} could not be written ({error.strerror or error}): the run's results are "
-             "lost, an earlier metrics.json there is as it was; free some space or pass another "
-             "--output-dir")
+        fail(
+            f"{path} could not be written ({error.strerror or error}): the run's results are "
+            "lost, an earlier metrics.json there is as it was; free some space or pass another "
+            "--output-dir"
+        )
     except BaseException:
         if tmp:
             Path(tmp).unlink(missing_ok=True)
@@ -63,9 +70,13 @@ def finite_weights(folder):
     infinite value."""
     import torch
     from safetensors.torch import load_file
-    return all(bool(torch.isfinite(tensor).all())
-               for path in Path(folder).glob("*.safetensors")
-               for tensor in load_file(path).values() if tensor.is_floating_point())
+
+    return all(
+        bool(torch.isfinite(tensor).all())
+        for path in Path(folder).glob("*.safetensors")
+        for tensor in load_file(path).values()
+        if tensor.is_floating_point()
+    )
 
 
 @contextmanager
@@ -78,6 +89,7 @@ def saving_model(output_dir):
     that diverged). Returns nothing: from_pretrained(<output_dir>/model) loads it.
     """
     from safetensors import SafetensorError
+
     target = Path(output_dir) / "model"
     folder = None
     try:
@@ -85,9 +97,11 @@ def saving_model(output_dir):
         folder = Path(tempfile.mkdtemp(dir=target.parent, prefix=".model-"))
         yield folder
         if not finite_weights(folder):  # a diverged training's model is not put in place
-            fail(f"{target} was not saved: the trained weights hold NaN or infinite values, so "
-                 "the training diverged; an earlier model there is as it was; look at the "
-                 "learning rate (--lr, about 5e-5 for fine-tuning)")
+            fail(
+                f"{target} was not saved: the trained weights hold NaN or infinite values, so "
+                "the training diverged; an earlier model there is as it was; look at the "
+                "learning rate (--lr, about 5e-5 for fine-tuning)"
+            )
         os.chmod(folder, 0o777 & ~_umask())  # as an ordinary new folder (mkdtemp's is private)
         replace_folder(folder, target)
         folder = None
@@ -95,9 +109,11 @@ def saving_model(output_dir):
         # safetensors says an OSError in its own words: "... I/O error: ... (os error 28)"
         code = re.search(r"\(os error (\d+)\)", str(error))
         why = getattr(error, "strerror", None) or (os.strerror(int(code[1])) if code else error)
-        fail(f"{target} could not be saved ({why}): "
-             "an earlier model there is as it was; free some space or pass another "
-             "--output-dir")
+        fail(
+            f"{target} could not be saved ({why}): "
+            "an earlier model there is as it was; free some space or pass another "
+            "--output-dir"
+        )
     finally:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)

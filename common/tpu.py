@@ -1,9 +1,9 @@
 """Is a TPU attached? The test torch_xla itself makes, in one small function.
 
 The notebook's setup cell (which runs before the course is installed, so it carries this
-function's own source, put there by accelerate_course/maintain/build_notebook.py) and the course runner both use
-it. A Google PCI vendor id alone is not a TPU: Google's gVNIC network card on a GCE virtual
-machine has the same vendor, 0x1ae0; torch_xla also requires a TPU device id
+function's own source, put there by accelerate_course/maintain/build_notebook.py) and the course
+runner both use it. A Google PCI vendor id alone is not a TPU: Google's gVNIC network card on
+a GCE virtual machine has the same vendor, 0x1ae0; torch_xla also requires a TPU device id
 (torch_xla 2.9.0, _internal/tpu.py, _TPU_PCI_DEVICE_IDS and num_available_chips).
 """
 
@@ -15,8 +15,16 @@ def tpu_chips(devices="/sys/bus/pci/devices"):
     no such folder: not Linux)."""
     import glob
     import os
-    names = {"0x0027": "v2/v3", "0x005e": "v4", "0x0063": "v5e", "0x006f": "v6e",
-             "0x0062": "v5p", "0x0056": "(testing)", "0x0076": "7x"}
+
+    names = {
+        "0x0027": "v2/v3",
+        "0x005e": "v4",
+        "0x0063": "v5e",
+        "0x006f": "v6e",
+        "0x0062": "v5p",
+        "0x0056": "(testing)",
+        "0x0076": "7x",
+    }
     chips = []
     for vendor in sorted(glob.glob(os.path.join(devices, "*", "vendor"))):
         try:

@@ -17,9 +17,9 @@ try:  # the course's packages: in the environment make install made
 
     from common.checkpoint import load_tokenizer, resolve_checkpoint
     from common.cli import parse_args
-    from common.launch import check_launch
     from common.data import get_dataloaders, load_splits
     from common.diverged import stop_if_diverged
+    from common.launch import check_launch
     from common.metric import GLUE_MRPC_METRIC
     from common.output import saving_model, write_metrics
 except ModuleNotFoundError as missing:  # another Python: one line, not a traceback

@@ -163,8 +163,10 @@ from pathlib import Path
 
 results = json.loads((Path(args.output_dir) / "metrics.json").read_text())
 print({key: results[key] for key in ("accuracy", "f1", "eval_samples", "num_processes")})
-print(f"{len(results['train_losses'])} optimizer steps, training loss "
-      f"{results['train_losses'][0]:.3f} -> {results['train_losses'][-1]:.3f}")
+print(
+    f"{len(results['train_losses'])} optimizer steps, training loss "
+    f"{results['train_losses'][0]:.3f} -> {results['train_losses'][-1]:.3f}"
+)
 
 # %% [markdown]
 # ## Looking closer (optional)
@@ -183,7 +185,8 @@ raw_datasets = load_splits(args.dataset)
 print(raw_datasets)
 examples = raw_datasets["train"].shuffle(seed=0).select(range(6))
 pd.DataFrame(examples).drop(columns="idx", errors="ignore").style.set_properties(
-    **{"text-align": "left"})
+    **{"text-align": "left"}
+)
 
 # %% [markdown]
 # ### Preprocess
@@ -207,7 +210,8 @@ print(pair)
 
 # %%
 train_dataloader, eval_dataloader = get_dataloaders(
-    raw_datasets, tokenizer, args, pad_to_max_length=128)
+    raw_datasets, tokenizer, args, pad_to_max_length=128
+)
 batch = next(iter(train_dataloader))
 print({name: tuple(tensor.shape) for name, tensor in batch.items()})
 
@@ -221,7 +225,8 @@ print({name: tuple(tensor.shape) for name, tensor in batch.items()})
 # %%
 set_seed(args.seed)
 untrained = AutoModelForSequenceClassification.from_pretrained(
-    resolve_checkpoint(args.checkpoint), num_labels=2)
+    resolve_checkpoint(args.checkpoint), num_labels=2
+)
 untrained.config.pad_token_id = tokenizer.pad_token_id
 outputs = untrained(**batch)
 print(outputs.loss, outputs.logits.shape)
@@ -245,5 +250,7 @@ labels = raw_datasets["validation"]["label"]
 always = metric.compute(predictions=[1] * len(labels), references=labels)
 print("always 'paraphrase':", always)
 beat = "beat" if results["accuracy"] > always["accuracy"] else "did not beat"
-print(f"the training's accuracy, {results['accuracy']:.4f}, {beat} always 'paraphrase' "
-      f"({always['accuracy']:.4f})")
+print(
+    f"the training's accuracy, {results['accuracy']:.4f}, {beat} always 'paraphrase' "
+    f"({always['accuracy']:.4f})"
+)

@@ -14,26 +14,28 @@ import threading
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
 import step3_mistakes  # tests/helpers/ (pytest's pythonpath, in pyproject.toml)
-from accelerate_course import running
-from accelerate_course.lab_runs import (SHORT_RUN, checkpoint_without_dropout, lab_environment,
-                                        run_within)
 from ahead import THREAD, Ahead  # tests/helpers/
 from shared_runs import SharedRuns  # tests/helpers/
+
+from accelerate_course import running
+from accelerate_course.lab_runs import SHORT_RUN, lab_environment, run_within
+from accelerate_course.lab_runs import checkpoint_without_dropout as copy_without_dropout
 from accelerate_course.steps import STEPS as RECORDS
 from accelerate_course.steps import TRAIN_PY
 
+REPO = Path(__file__).resolve().parent.parent
+GRID = REPO / "tests" / "helpers" / "truncation_grid.py"
 STEPS = TRAIN_PY  # {step: its train.py}, from accelerate_course/steps.py
 
 
 def pytest_configure(config):
     """Declare one marker per step of the course's records (make test STEP=N selects it)."""
     for number in RECORDS:
-        config.addinivalue_line("markers", f"step{number}: step {number}'s comparison and "
-                                           f"what-if tests (make test STEP={number})")
+        config.addinivalue_line(
+            "markers",
+            f"step{number}: step {number}'s comparison and what-if tests (make test STEP={number})",
+        )
 
 
 def port_is_taken(port):
@@ -88,14 +90,17 @@ def run_command(command, timeout=600, cwd=REPO, environment=None, **env):
     (running.run; subprocess.run's timeout kills the command alone), and the test fails saying
     so."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        popen = dict(cwd=cwd, env=environment or offline_env(**env), stdout=out, stderr=err,
-                     text=True)
+        popen = dict(
+            cwd=cwd, env=environment or offline_env(**env), stdout=out, stderr=err, text=True
+        )
         try:
             [process] = running.run([(command, popen)], seconds=timeout)
         except running.TimeLimitReached as late:
             out.seek(0), err.seek(0)
-            pytest.fail(f"{' '.join(map(str, command))}: {late}, stopped with every process "
-                        f"it started\n{out.read()[-3000:]}\n{err.read()[-3000:]}")
+            pytest.fail(
+                f"{' '.join(map(str, command))}: {late}, stopped with every process "
+                f"it started\n{out.read()[-3000:]}\n{err.read()[-3000:]}"
+            )
         out.seek(0), err.seek(0)
         return subprocess.CompletedProcess(command, process.returncode, out.read(), err.read())
 
@@ -116,7 +121,9 @@ def read_metrics(output_dir):
 
 
 def assert_ok(result):
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, (
+        f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
 
 
 def full_default_runs(folder):
@@ -124,12 +131,19 @@ def full_default_runs(folder):
     `python stepN/train.py` on one thread, as `make course` runs them (so the README's numbers
     are these): the two at once, one core each; {step: its metrics, and "saved_to": its
     output folder, where its model is}."""
-    done = run_within([(step_command(step, folder / f"step{step}"),
-                        offline_env(OMP_NUM_THREADS="1")) for step in (1, 2)], 900)
+    done = run_within(
+        [
+            (step_command(step, folder / f"step{step}"), offline_env(OMP_NUM_THREADS="1"))
+            for step in (1, 2)
+        ],
+        900,
+    )
     for output, code in done:
         assert code == 0, output[-3000:]
-    return {step: dict(read_metrics(folder / f"step{step}"), saved_to=folder / f"step{step}")
-            for step in (1, 2)}
+    return {
+        step: dict(read_metrics(folder / f"step{step}"), saved_to=folder / f"step{step}")
+        for step in (1, 2)
+    }
 
 
 @pytest.fixture(scope="session")
@@ -142,7 +156,7 @@ def default_runs(made_ahead):
 def checkpoint_without_dropout(tmp_path_factory):
     """A copy of the embedded checkpoint whose config turns dropout off: two runs that differ
     only in tensor shapes (padding) then compute the same function."""
-    return checkpoint_without_dropout(tmp_path_factory.mktemp("no_dropout"))
+    return copy_without_dropout(tmp_path_factory.mktemp("no_dropout"))
 
 
 # graded again on 2 machines with evaluation batches of 5 (check.UNSEEN_FLAGS): the lesson
@@ -150,11 +164,19 @@ def checkpoint_without_dropout(tmp_path_factory):
 # the variant whose score is not 0 (no_end_training: 9 of 10, the two-machine check's 2
 # points in it), and the cheats whose scores the tests read (the last three only that
 # setting catches)
-UNSEEN_RUNS = ["lesson", "gather_for_metrics", "exercise", "no_end_training",
-               "copied_predictions", "no_training_whole_split", "hardcoded_cut",
-               "local_main_writes", "fixed_predictions",
-               # what step 3's page calls the same as the lesson, graded in full as the lesson is
-               "main_process_evaluates_alone_unwrapped"]
+UNSEEN_RUNS = [
+    "lesson",
+    "gather_for_metrics",
+    "exercise",
+    "no_end_training",
+    "copied_predictions",
+    "no_training_whole_split",
+    "hardcoded_cut",
+    "local_main_writes",
+    "fixed_predictions",
+    # what step 3's page calls the same as the lesson, graded in full as the lesson is
+    "main_process_evaluates_alone_unwrapped",
+]
 # run last in step 2's one-process launch (lab_runs(2).one), one thread as the others there:
 # step 1 with deterministic kernels only, which make course asks for on a CUDA GPU
 DETERMINISTIC = "step1 --deterministic"
@@ -170,17 +192,25 @@ def step3_extras(step, folder):
     launch; test_exercises runs it alone)."""
     if step != 3:
         return {}
-    return {"grid": (GRID, {"ACCELERATE_USE_CPU": "1"}, ["--processes", "2"]),
-            "reference": STEPS[2],
-            **step3_mistakes.write_all(folder / "mistakes", [
-                name for name in step3_mistakes.MISTAKES if name != "gather_on_main_only"])}
+    return {
+        "grid": (GRID, {"ACCELERATE_USE_CPU": "1"}, ["--processes", "2"]),
+        "reference": STEPS[2],
+        **step3_mistakes.write_all(
+            folder / "mistakes",
+            [name for name in step3_mistakes.MISTAKES if name != "gather_on_main_only"],
+        ),
+    }
 
 
 def selected_steps(session):
     """Return the steps whose lesson tests the session runs: all four, unless it runs one
     lesson's alone (pytest -m stepN, as make test STEP=N does)."""
-    steps = {step for item in session.items for step in (1, 2, 3, 4)
-             if item.get_closest_marker(f"step{step}")}
+    steps = {
+        step
+        for item in session.items
+        for step in (1, 2, 3, 4)
+        if item.get_closest_marker(f"step{step}")
+    }
     return tuple(sorted(steps)) if len(steps) == 1 else (1, 2, 3, 4)
 
 
@@ -189,11 +219,14 @@ def lab_runs(tmp_path_factory, request):
     """lab_runs(step) -> that step's runs (tests/helpers/shared_runs.py), made once per
     session, each launch when a test first reads it (or, for the grader's, ahead: see ahead)."""
     return SharedRuns(
-        lambda step: tmp_path_factory.mktemp(f"lab_step{step}"), selected_steps(request.session),
+        lambda step: tmp_path_factory.mktemp(f"lab_step{step}"),
+        selected_steps(request.session),
         extra_for=step3_extras,
         on_one_process={DETERMINISTIC: (STEPS[1], {}, [*SHORT_RUN, "--deterministic"])},
-        unseen=UNSEEN_RUNS, on_two_machines={README_COMMAND: (STEPS[3], {}, SHORT_RUN)},
-        machine_env=slurm_task)
+        unseen=UNSEEN_RUNS,
+        on_two_machines={README_COMMAND: (STEPS[3], {}, SHORT_RUN)},
+        machine_env=slurm_task,
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -214,11 +247,13 @@ def ahead(request, tmp_path_factory):
         step = getattr(item, "callspec", None) and item.callspec.params.get("step")
         if "lab_runs" in fixtures:  # a test of one step reads that step's runs
             for read in [step] if step in lab_runs.selected else lab_runs.selected:
-                first_read.setdefault(f"step {read}",
-                                      (index, lambda read=read: lab_runs(read).measured))
+                first_read.setdefault(
+                    f"step {read}", (index, lambda read=read: lab_runs(read).measured)
+                )
         if "lab_runs" in fixtures and item.path.name == "test_exercises.py" and step:
-            first_read.setdefault(f"graded {step}",
-                                  (index, lambda step=step: lab_runs(step).graded))
+            first_read.setdefault(
+                f"graded {step}", (index, lambda step=step: lab_runs(step).graded)
+            )
         if "two_machines" in fixtures:
             first_read.setdefault("two machines", (index, lambda: lab_runs(3).two_machines))
         for fixture, function in getattr(getattr(item, "module", None), "MADE_AHEAD", {}).items():
@@ -238,8 +273,14 @@ def made_ahead(ahead):
 
 
 # the fixtures whose values are real runs: a test that reads one is a run test
-RUN_FIXTURES = {"default_runs", "lab_runs", "two_machines", "readme_run", "three_processes",
-                "made_ahead"}
+RUN_FIXTURES = {
+    "default_runs",
+    "lab_runs",
+    "two_machines",
+    "readme_run",
+    "three_processes",
+    "made_ahead",
+}
 
 
 def pytest_collection_modifyitems(items):
@@ -271,22 +312,34 @@ def unit_tests_start_no_process(request, monkeypatch):
         def refuse(self, *args, **kwargs):
             if threading.current_thread().name.startswith(THREAD):
                 return start(self, *args, **kwargs)
-            raise AssertionError(f"{request.node.nodeid} starts a process: a run test, so "
-                                 "mark it @pytest.mark.runs")
+            raise AssertionError(
+                f"{request.node.nodeid} starts a process: a run test, so mark it @pytest.mark.runs"
+            )
+
         return refuse
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refused(subprocess.Popen.__init__))
-    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start",
-                        refused(multiprocessing.process.BaseProcess.start))
+    monkeypatch.setattr(
+        multiprocessing.process.BaseProcess,
+        "start",
+        refused(multiprocessing.process.BaseProcess.start),
+    )
 
 
 def slurm_task(rank):
     """What a SLURM job of 2 nodes gives the launcher on node `rank`, started by
     `srun --ntasks-per-node 1` (docs/cluster.md): srun's variables (its step has 2 tasks, one
     per node) and the MASTER_ADDR the job script exports."""
-    return dict(SLURM_JOB_ID="4242", SLURM_NNODES="2", SLURM_NTASKS="2",
-                SLURM_STEP_NUM_TASKS="2", SLURM_PROCID=str(rank), SLURM_NODEID=str(rank),
-                SLURM_LOCALID="0", MASTER_ADDR="127.0.0.1")
+    return dict(
+        SLURM_JOB_ID="4242",
+        SLURM_NNODES="2",
+        SLURM_NTASKS="2",
+        SLURM_STEP_NUM_TASKS="2",
+        SLURM_PROCID=str(rank),
+        SLURM_NODEID=str(rank),
+        SLURM_LOCALID="0",
+        MASTER_ADDR="127.0.0.1",
+    )
 
 
 @pytest.fixture(scope="session")

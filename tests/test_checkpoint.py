@@ -5,6 +5,7 @@ import shutil
 import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
 from common.checkpoint import EMBEDDED_CHECKPOINT, resolve_checkpoint
 
 
@@ -22,14 +23,18 @@ def test_loads_from_a_copied_folder_with_a_new_classification_head(tmp_path):
     # asked of from_pretrained itself, not read from its log: a grading made ahead in another
     # thread (tests/helpers/ahead.py) turns transformers' logging down while it reloads models
     model, loading = AutoModelForSequenceClassification.from_pretrained(
-        folder, num_labels=2, output_loading_info=True)
+        folder, num_labels=2, output_loading_info=True
+    )
     assert {"classifier.weight", "classifier.bias"} <= set(loading["missing_keys"])
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
     assert model.config.num_hidden_layers == 2 and model.config.hidden_size == 128
 
-    batch = tokenizer(["Shares of Atlas Bank rose 5 percent."],
-                      ["Atlas Bank shares gained 5 percent."], return_tensors="pt")
+    batch = tokenizer(
+        ["Shares of Atlas Bank rose 5 percent."],
+        ["Atlas Bank shares gained 5 percent."],
+        return_tensors="pt",
+    )
     assert tokenizer.convert_ids_to_tokens(batch["input_ids"][0])[0] == "[CLS]"
     assert batch["token_type_ids"][0].max() == 1  # the second sentence is segment 1
     with torch.no_grad():
@@ -38,8 +43,9 @@ def test_loads_from_a_copied_folder_with_a_new_classification_head(tmp_path):
 
 
 def test_the_encoder_is_pretrained_not_random():
-    pretrained = AutoModelForSequenceClassification.from_pretrained(EMBEDDED_CHECKPOINT,
-                                                                    num_labels=2)
+    pretrained = AutoModelForSequenceClassification.from_pretrained(
+        EMBEDDED_CHECKPOINT, num_labels=2
+    )
     fresh = AutoModelForSequenceClassification.from_config(pretrained.config)
     a = pretrained.bert.encoder.layer[1].output.dense.weight
     b = fresh.bert.encoder.layer[1].output.dense.weight
@@ -60,12 +66,14 @@ def test_the_builder_refuses_to_build_on_kernels_it_did_not_pin(tmp_path, monkey
     # so a build inside a process started without them (this one) would run this machine's
     # own kernels and give other bytes: build() refuses, and main() restarts itself with them
     from accelerate_course.maintain.embedded import build_checkpoint
+
     monkeypatch.delenv("MKL_CBWR", raising=False)
     with pytest.raises(SystemExit) as exit_info:
         build_checkpoint.build(tmp_path / "out")
     message = str(exit_info.value)
-    assert message.startswith("error: the builder needs ATEN_CPU_CAPABILITY=avx2 "
-                              "MKL_CBWR=COMPATIBLE set before it starts")
+    assert message.startswith(
+        "error: the builder needs ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=COMPATIBLE set before it starts"
+    )
     assert "python -m accelerate_course.maintain.embedded.build_checkpoint" in message
     assert not (tmp_path / "out").exists()  # nothing written
 
@@ -75,14 +83,22 @@ def test_the_pair_objective_restates_a_sentence_by_one_part_between_commas():
     # MRPC's paraphrases often are: the shortest part after the first comma dropped, or the
     # shortest such part of another sentence added, never one A already has
     import random
-    from accelerate_course.maintain.embedded.build_checkpoint import clauses, corrupt, restate, train_sentences
+
+    from accelerate_course.maintain.embedded.build_checkpoint import (
+        clauses,
+        corrupt,
+        restate,
+        train_sentences,
+    )
+
     sentence = "Acme will buy Beta for $5 billion, the company said, a record."
     donor = "Police arrested a man, one of 30 cases this year."
     rng = random.Random(0)
     told = {" ".join(restate(sentence, [donor], rng)) for _ in range(100)}
-    assert told == {"Acme will buy Beta for $5 billion, the company said.",
-                    "Acme will buy Beta for $5 billion, the company said, a record, "
-                    "one of 30 cases this year."}
+    assert told == {
+        "Acme will buy Beta for $5 billion, the company said.",
+        "Acme will buy Beta for $5 billion, the company said, a record, one of 30 cases this year.",
+    }
     # nothing to drop or add: the sentence itself; a part it already has is not added again
     assert restate("Acme will buy Beta.", ["Beta rose."], rng) == "Acme will buy Beta.".split()
     told = {" ".join(restate(donor, [donor], rng)) for _ in range(100)}
@@ -108,7 +124,10 @@ def test_the_pair_objective_restates_a_sentence_by_one_part_between_commas():
 # checkpoints of other families, built here (tests/helpers/tiny_checkpoints.py): steps 1 and
 # 4 train them as they train the embedded BERT; BART and T5 (encoder-decoders that have a
 # classification head) on step 1
-FAMILIES = {1: ("gpt2", "roberta", "distilbert", "bart", "t5"), 4: ("gpt2", "roberta", "distilbert")}
+FAMILIES = {
+    1: ("gpt2", "roberta", "distilbert", "bart", "t5"),
+    4: ("gpt2", "roberta", "distilbert"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -117,15 +136,28 @@ def other_families(tmp_path_factory):
     checkpoints, one launch a step, the launches side by side (one thread per process: step
     1's one and step 4's two share the 2 cores)."""
     import tiny_checkpoints
-    from accelerate_course import lab_runs
     from conftest import STEPS
+
+    from accelerate_course import lab_runs
+
     folder = tmp_path_factory.mktemp("families")
     built = {kind: tiny_checkpoints.build(kind, folder / kind) for kind in tiny_checkpoints.KINDS}
-    batches = [lab_runs.lab_batch(step, {kind: (STEPS[step], {}, [
-        "--max-train-steps", "6", "--checkpoint", built[kind]]) for kind in kinds},
-        folder / f"step{step}", env={"OMP_NUM_THREADS": "1"}) for step, kinds in FAMILIES.items()]
-    return {step: (runs, folder / f"step{step}")
-            for step, runs in zip(FAMILIES, lab_runs.run_batches(batches))}
+    batches = [
+        lab_runs.lab_batch(
+            step,
+            {
+                kind: (STEPS[step], {}, ["--max-train-steps", "6", "--checkpoint", built[kind]])
+                for kind in kinds
+            },
+            folder / f"step{step}",
+            env={"OMP_NUM_THREADS": "1"},
+        )
+        for step, kinds in FAMILIES.items()
+    ]
+    return {
+        step: (runs, folder / f"step{step}")
+        for step, runs in zip(FAMILIES, lab_runs.run_batches(batches))
+    }
 
 
 @pytest.mark.runs
@@ -154,8 +186,11 @@ def test_a_saved_bart_reloads_only_told_its_two_labels(other_families):
     # so from_pretrained(folder) builds a 3-class head that the saved 2-class one does not
     # fit, and stops; told num_labels=2, it loads the trained weights
     import json
+
     from transformers import AutoModelForSequenceClassification
+
     from accelerate_course.measuring import fingerprint
+
     runs, folder = other_families[1]
     saved = folder / "bart" / "output" / "model"
     assert "id2label" not in json.loads((saved / "config.json").read_text())
@@ -171,7 +206,13 @@ def test_a_tokenizer_without_a_padding_token_pads_with_its_end_of_text_token(oth
     # process only (step 4 runs 2)
     for step in FAMILIES:
         _, folder = other_families[step]
-        notes = [line for out in sorted((folder / "gpt2").glob("rank*.out"))
-                 for line in out.read_text().splitlines() if line.startswith("note: the tokenizer")]
-        assert notes == ["note: the tokenizer of gpt2 has no padding token: it pads with its "
-                         "end-of-text token '<|endoftext|>' (id 0), and the model is told so"], notes
+        notes = [
+            line
+            for out in sorted((folder / "gpt2").glob("rank*.out"))
+            for line in out.read_text().splitlines()
+            if line.startswith("note: the tokenizer")
+        ]
+        assert notes == [
+            "note: the tokenizer of gpt2 has no padding token: it pads with its "
+            "end-of-text token '<|endoftext|>' (id 0), and the model is told so"
+        ], notes

@@ -37,6 +37,7 @@ def test_a_checkpoint_folder_without_tokenizer_files_gives_a_tokenizer_of_nothin
     # why common/checkpoint.py refuses such a folder: transformers still builds a tokenizer,
     # of the 5 special tokens alone, and every word becomes [UNK]
     from transformers import AutoTokenizer
+
     folder = tmp_path / "no-tokenizer"
     folder.mkdir()
     for name in ("config.json", "model.safetensors"):
@@ -52,6 +53,7 @@ def test_accelerate_makes_no_grad_scaler_for_fp16_on_a_cpu():
     # either (native_amp is for fp16 off the CPU only): fp16 on a CPU is a float32 run
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState, GradientState
+
     AcceleratorState._reset_state(reset_partial_state=True)  # a fresh process, as it were
     try:
         accelerator = Accelerator(mixed_precision="fp16", cpu=True)
@@ -70,6 +72,7 @@ def test_every_claim_says_how_it_is_known():
     # here, simulated here or read only
     import re
     from pathlib import Path
+
     page = (Path(__file__).resolve().parent.parent / "docs" / "claims.md").read_text()
     rows = [line for line in page.splitlines() if re.match(r"^\| \d+ \|", line)]
     numbers = [int(row.split("|")[1]) for row in rows]

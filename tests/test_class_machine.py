@@ -7,9 +7,9 @@ README prints them, run the same and give the same numbers.
 import sys
 
 import pytest
+from conftest import STEPS, port_is_taken, read_metrics, run_command
 
 from accelerate_course.lab_runs import SHORT_RUN
-from conftest import STEPS, port_is_taken, read_metrics, run_command
 
 # what a student's `accelerate config` may have written: FSDP, debug mode, bf16, 4 processes
 HOSTILE_CONFIG = """\
@@ -66,18 +66,41 @@ def test_the_default_config_takes_over_a_launch_that_gives_every_flag(tmp_path, 
     # on the command line, is turned into an FSDP run in debug mode by the default config
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
-    said = launch(accelerate("--num_processes", 1, "--num_machines", 1, "--mixed_precision",
-                             "no", "--dynamo_backend", "no", probe), tmp_path, **crowded)
+    said = launch(
+        accelerate(
+            "--num_processes",
+            1,
+            "--num_machines",
+            1,
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            probe,
+        ),
+        tmp_path,
+        **crowded,
+    )
     assert "probe true true no" in said
-    said = launch(accelerate("--config_file", "configs/1-process.yaml", probe), tmp_path,
-                  **crowded)
+    said = launch(accelerate("--config_file", "configs/1-process.yaml", probe), tmp_path, **crowded)
     assert "probe None None no" in said  # with the course's file: none of it
 
 
-def test_step2_with_the_course_config_is_the_same_run_on_a_crowded_machine(tmp_path, crowded,
-                                                                            lab_runs):
-    launch(accelerate("--config_file", "configs/1-process.yaml", STEPS[2], *SHORT_RUN,
-                      "--output-dir", tmp_path), tmp_path, **crowded)
+def test_step2_with_the_course_config_is_the_same_run_on_a_crowded_machine(
+    tmp_path, crowded, lab_runs
+):
+    launch(
+        accelerate(
+            "--config_file",
+            "configs/1-process.yaml",
+            STEPS[2],
+            *SHORT_RUN,
+            "--output-dir",
+            tmp_path,
+        ),
+        tmp_path,
+        **crowded,
+    )
     run, reference = read_metrics(tmp_path), lab_runs(2).one["lesson"]
     assert run["num_processes"] == 1
     assert run["train_losses"] == reference.losses
@@ -86,9 +109,19 @@ def test_step2_with_the_course_config_is_the_same_run_on_a_crowded_machine(tmp_p
 
 @pytest.mark.step3
 def test_step3_readme_command_is_the_same_run_on_a_crowded_machine(tmp_path, crowded, lab_runs):
-    said = launch(accelerate("--config_file", "configs/cpu-2-processes.yaml", STEPS[3],
-                             *SHORT_RUN, "--output-dir", tmp_path), tmp_path,
-                  ACCELERATE_USE_CPU="1", **crowded)
+    said = launch(
+        accelerate(
+            "--config_file",
+            "configs/cpu-2-processes.yaml",
+            STEPS[3],
+            *SHORT_RUN,
+            "--output-dir",
+            tmp_path,
+        ),
+        tmp_path,
+        ACCELERATE_USE_CPU="1",
+        **crowded,
+    )
     assert "Num processes: 2" in said and "Backend: gloo" in said  # from inside the processes
     run, reference = read_metrics(tmp_path), lab_runs(3)["lesson"]
     assert run["num_processes"] == 2 and run["eval_gathered"] == 416
@@ -114,6 +147,7 @@ def test_a_mac_with_apple_silicon_gets_a_plan_that_says_mps():
     # steps 1 and 2 pick mps by themselves (cuda, else mps, else cpu); the plan says so, and
     # steps 3 and 4 run on CPU processes, as without a GPU (not run here: no Mac)
     from accelerate_course.commands import course_commands
+
     planned = course_commands(0, mps=True)
     assert planned[1].where == planned[2].where == "1 process on Apple's GPU (mps)"
     assert planned[3].where.startswith("2 processes on the CPU (gloo)")
@@ -126,10 +160,12 @@ def test_native_windows_is_sent_to_wsl_in_one_line(monkeypatch, tmp_path):
     # the runner (the Makefile's own lines on Windows: tests/test_windows_make.py): one error
     # line, no traceback, nothing run
     from accelerate_course import run_course
+
     monkeypatch.setattr(sys, "platform", "win32")
     monkeypatch.setattr(sys, "argv", ["run_course.py", "--output-dir", str(tmp_path)])
     with pytest.raises(SystemExit) as stop:
         run_course.main()
-    assert str(stop.value).startswith("error: make course runs steps 3 and 4 on several "
-                                      "processes") and "wsl --install" in str(stop.value)
+    assert str(stop.value).startswith(
+        "error: make course runs steps 3 and 4 on several processes"
+    ) and "wsl --install" in str(stop.value)
     assert not list(tmp_path.iterdir())

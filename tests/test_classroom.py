@@ -34,12 +34,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from accelerate_course import check, classroom, published, running
 from conftest import REPO, STEPS, enterable_by_others, offline_env
 
-pytestmark = pytest.mark.skipif(os.environ.get("COURSE_CLASSROOM_TEST") != "1",
-                                reason="five real gradings: make test-classroom")
+from accelerate_course import check, classroom, published, running
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("COURSE_CLASSROOM_TEST") != "1", reason="five real gradings: make test-classroom"
+)
 STEP = 3
 TASK = "sst2-losses"
 TAG = published.version_tag()
@@ -47,9 +48,19 @@ VENV_BIN = str(Path(sys.executable).parent)
 
 
 def git(*words, cwd):
-    result = subprocess.run(["git", *words], cwd=cwd, capture_output=True, text=True,
-                            env={**os.environ, "GIT_AUTHOR_NAME": "s", "GIT_AUTHOR_EMAIL": "s@x",
-                                 "GIT_COMMITTER_NAME": "s", "GIT_COMMITTER_EMAIL": "s@x"})
+    result = subprocess.run(
+        ["git", *words],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "s",
+            "GIT_AUTHOR_EMAIL": "s@x",
+            "GIT_COMMITTER_NAME": "s",
+            "GIT_COMMITTER_EMAIL": "s@x",
+        },
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -59,8 +70,10 @@ def run_to_end(args, timeout, **popen):
     so that one Ctrl-C or SIGTERM to the tests stops it and all it started); return (exit
     code, its output, stdout and stderr together)."""
     with tempfile.TemporaryFile("w+") as out:
-        [process] = running.run([(args, dict(stdout=out, stderr=subprocess.STDOUT, text=True,
-                                             **popen))], seconds=timeout)
+        [process] = running.run(
+            [(args, dict(stdout=out, stderr=subprocess.STDOUT, text=True, **popen))],
+            seconds=timeout,
+        )
         out.seek(0)
         return process.returncode, out.read()
 
@@ -89,16 +102,23 @@ def teacher(tmp_path_factory):
 
 def as_the_teacher(work, *words, **env):
     """Run a course command from the teacher's own folder (its code, not this tree's)."""
-    return subprocess.run([sys.executable, "-m", *words], capture_output=True, text=True,
-                          cwd=work, env=offline_env(PYTHONPATH=str(work), **env))
+    return subprocess.run(
+        [sys.executable, "-m", *words],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=offline_env(PYTHONPATH=str(work), **env),
+    )
 
 
 def added_code_lines(step):
     """The code lines step N has and step N-1 has not, read here from the two files alone
     (not with classroom.solution_lines): what a students' repository must not hold."""
+
     def code(path):
         lines = path.read_text().split('"""', 2)[2].splitlines()  # after the docstring
         return {line.split("  #")[0].strip() for line in lines}
+
     added = code(STEPS[step]) - code(STEPS[step - 1])
     return {line for line in added if not line.startswith("#") and re.search(r"\w{3}", line)}
 
@@ -107,18 +127,39 @@ def command_grader(inputs, workspace):
     """classroom-resources/autograding-command-grader@v1 (src/main.js): the command with only
     PATH, HOME and three fixed variables, in the workspace, within `timeout` minutes; pass on
     exit 0, all of max-score or nothing; its output `result`, base64 of its JSON."""
-    env = {"PATH": os.environ["PATH"], "FORCE_COLOR": "true", "DOTNET_CLI_HOME": "/tmp",
-           "DOTNET_NOLOGO": "true", "HOME": os.environ["HOME"]}
+    env = {
+        "PATH": os.environ["PATH"],
+        "FORCE_COLOR": "true",
+        "DOTNET_CLI_HOME": "/tmp",
+        "DOTNET_NOLOGO": "true",
+        "HOME": os.environ["HOME"],
+    }
     env["PATH"] = f"{VENV_BIN}:{env['PATH']}"  # setup-python's python first, as on a runner
-    code, output = run_to_end(["bash", "-c", inputs["command"]], cwd=workspace, env=env,
-                              timeout=float(inputs.get("timeout", 10)) * 60)
+    code, output = run_to_end(
+        ["bash", "-c", inputs["command"]],
+        cwd=workspace,
+        env=env,
+        timeout=float(inputs.get("timeout", 10)) * 60,
+    )
     status = "pass" if code == 0 else "fail"
     max_score = int(inputs.get("max-score") or 0)
-    result = {"version": 1, "status": status, "max_score": max_score,
-              "tests": [{"name": inputs["test-name"], "status": status,
-                         "score": max_score if status == "pass" else 0,
-                         "message": output, "test_code": inputs["command"],
-                         "filename": "", "line_no": 0, "duration": 0}]}
+    result = {
+        "version": 1,
+        "status": status,
+        "max_score": max_score,
+        "tests": [
+            {
+                "name": inputs["test-name"],
+                "status": status,
+                "score": max_score if status == "pass" else 0,
+                "message": output,
+                "test_code": inputs["command"],
+                "filename": "",
+                "line_no": 0,
+                "duration": 0,
+            }
+        ],
+    }
     return base64.b64encode(json.dumps(result).encode()).decode()
 
 
@@ -150,15 +191,21 @@ def autograde(tmp_path, student_repository, name):
     outputs, messages = {}, {}
     for step in job["steps"]:
         uses = step.get("uses", "")
-        if uses.startswith(("actions/checkout", "actions/setup-python")) or \
-                step["name"].startswith("Install"):
+        if uses.startswith(("actions/checkout", "actions/setup-python")) or step["name"].startswith(
+            "Install"
+        ):
             continue  # done above, or by this environment (the module docstring says why)
         if "run" in step:
-            env = offline_env(PATH=f"{VENV_BIN}:{os.environ['PATH']}", HOME=str(home),
-                              GITHUB_WORKSPACE=str(workspace), COURSE_TOKEN="",
-                              **job.get("env", {}))  # the job's env: every run step sees it
-            code, output = run_to_end(["bash", "-e", "-c", step["run"]], cwd=workspace,
-                                      env=env, timeout=900)
+            env = offline_env(
+                PATH=f"{VENV_BIN}:{os.environ['PATH']}",
+                HOME=str(home),
+                GITHUB_WORKSPACE=str(workspace),
+                COURSE_TOKEN="",
+                **job.get("env", {}),
+            )  # the job's env: every run step sees it
+            code, output = run_to_end(
+                ["bash", "-e", "-c", step["run"]], cwd=workspace, env=env, timeout=900
+            )
             print(f"\n--- {name}: {step['name']}\n{output[-4000:]}")
             assert code == 0, output
         elif uses == "classroom-resources/autograding-command-grader@v1":
@@ -193,8 +240,16 @@ def play_lab(tmp_path, course, teacher_work, what, solution, **env):
     """Write the lab for `what` from the teacher's course, push it, push the untouched file
     and then the solution; return (the lab's folder, each push's autograde result)."""
     template = tmp_path / "template"
-    made = as_the_teacher(teacher_work, "accelerate_course.classroom", "template", str(what),
-                          str(template), "--course", course, **env)
+    made = as_the_teacher(
+        teacher_work,
+        "accelerate_course.classroom",
+        "template",
+        str(what),
+        str(template),
+        "--course",
+        course,
+        **env,
+    )
     assert made.returncode == 0, made.stderr
     files = sorted(str(p.relative_to(template)) for p in template.rglob("*") if p.is_file())
     print("\n".join(["", made.stdout.strip(), *files]))
@@ -218,10 +273,15 @@ def play_lab(tmp_path, course, teacher_work, what, solution, **env):
 
 def assert_the_clone_holds_only_the_graders_files(workspace, template):
     clone = workspace / ".course"
-    wanted = [line.strip("/") for line in
-              (template / ".github" / "classroom" / "grader-files").read_text().split()]
-    held = sorted(str(p.relative_to(clone)) for p in clone.rglob("*")
-                  if p.is_file() and ".git" not in p.relative_to(clone).parts)
+    wanted = [
+        line.strip("/")
+        for line in (template / ".github" / "classroom" / "grader-files").read_text().split()
+    ]
+    held = sorted(
+        str(p.relative_to(clone))
+        for p in clone.rglob("*")
+        if p.is_file() and ".git" not in p.relative_to(clone).parts
+    )
     assert held and all(any(name == w or name.startswith(w) for w in wanted) for name in held)
     assert not (clone / "tests").exists() and not (clone / "step3_distributed_eval").exists()
 
@@ -229,8 +289,9 @@ def assert_the_clone_holds_only_the_graders_files(workspace, template):
 @pytest.mark.runs
 def test_a_classroom_lab_scores_each_check_and_holds_no_solution(tmp_path, teacher):
     teacher_work, course = teacher
-    template, untouched, solved = play_lab(tmp_path, course, teacher_work, STEP,
-                                           STEPS[STEP].read_text())
+    template, untouched, solved = play_lab(
+        tmp_path, course, teacher_work, STEP, STEPS[STEP].read_text()
+    )
     points, out_of, untouched_json, untouched_messages, workspace = untouched
     solved_points, _, solved_json, _, _ = solved
     # nothing of the solution: no step 3, none of the code lines lesson 3 adds, in the lab or
@@ -258,19 +319,33 @@ def test_a_classroom_lab_scores_each_check_and_holds_no_solution(tmp_path, teach
 def test_a_take_home_lab_in_chinese_holds_no_solution_in_the_lab_or_its_grader(tmp_path, teacher):
     from lesson_applied import applied
     from test_takehome import START, solution_lines
+
     teacher_work, course = teacher
-    template, untouched, solved = play_lab(tmp_path, course, teacher_work, TASK, applied(START),
-                                           COURSE_LANG="zh-CN")
+    template, untouched, solved = play_lab(
+        tmp_path, course, teacher_work, TASK, applied(START), COURSE_LANG="zh-CN"
+    )
     points, out_of, untouched_json, _, workspace = untouched
     solved_points, _, solved_json, solved_messages, _ = solved
     # the task's solution, built at test time, is in no file the lab or its grader clone holds
     wanted = solution_lines()
     (tmp_path / "solution-lines").write_text("\n".join(wanted) + "\n")
-    grep = subprocess.run(["grep", "-rnF", "--exclude-dir=.git", "-f",
-                           str(tmp_path / "solution-lines"), str(template),
-                           str(workspace / ".course")], capture_output=True, text=True)
-    print(f"\n$ grep -rnF --exclude-dir=.git -f solution-lines lab/ lab/.course/\n"
-          f"{grep.stdout or '(nothing)'} (exit {grep.returncode})")
+    grep = subprocess.run(
+        [
+            "grep",
+            "-rnF",
+            "--exclude-dir=.git",
+            "-f",
+            str(tmp_path / "solution-lines"),
+            str(template),
+            str(workspace / ".course"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    print(
+        f"\n$ grep -rnF --exclude-dir=.git -f solution-lines lab/ lab/.course/\n"
+        f"{grep.stdout or '(nothing)'} (exit {grep.returncode})"
+    )
     assert grep.returncode == 1 and grep.stdout == ""
     assert_the_clone_holds_only_the_graders_files(workspace, template)
     # the grades, in Chinese, in results.json and in each check's step
@@ -279,7 +354,10 @@ def test_a_take_home_lab_in_chinese_holds_no_solution_in_the_lab_or_its_grader(t
     assert untouched_json["output"].endswith("按课后作业“sst2-losses”评分：0 / 10 分。")
     assert solved_messages["one_writer"].startswith("只有一个进程写 metrics.json 和模型: 1 / 1")
     workflow = (template / ".github" / "workflows" / "classroom.yml").read_text()
-    assert "COURSE_LANG: 'zh-CN'" in workflow and "test-name: '只有一个进程写 metrics.json 和模型'" in workflow
+    assert (
+        "COURSE_LANG: 'zh-CN'" in workflow
+        and "test-name: '只有一个进程写 metrics.json 和模型'" in workflow
+    )
 
 
 def fake_autograder(tmp_path, archive, submissions=()):
@@ -297,13 +375,18 @@ def fake_autograder(tmp_path, archive, submissions=()):
     (root / "submission").mkdir()
     for name, source in dict(submissions).items():
         shutil.copy(source, root / "submission" / name)
-    code, output = run_to_end([str(root / "run_autograder")], cwd=root, timeout=900,
-                              env=offline_env(AUTOGRADER=str(root),
-                                              AUTOGRADER_PYTHON=sys.executable))
+    code, output = run_to_end(
+        [str(root / "run_autograder")],
+        cwd=root,
+        timeout=900,
+        env=offline_env(AUTOGRADER=str(root), AUTOGRADER_PYTHON=sys.executable),
+    )
     assert code == 0, output
     results = json.loads((root / "results" / "results.json").read_text())
-    print(f"\n--- run_autograder, {dict(submissions) or 'nothing handed in'}\n{output[-1500:]}"
-          f"results.json:\n{json.dumps(results, indent=1, ensure_ascii=False)}")
+    print(
+        f"\n--- run_autograder, {dict(submissions) or 'nothing handed in'}\n{output[-1500:]}"
+        f"results.json:\n{json.dumps(results, indent=1, ensure_ascii=False)}"
+    )
     return results
 
 
@@ -325,25 +408,30 @@ def test_gradescope_grades_the_one_py_file_of_any_name_from_the_committed_course
     (teacher_work / "scratch").mkdir(exist_ok=True)
     (teacher_work / "scratch" / "my_solution.py").write_text("# the answer\n")
     out = tmp_path / "gradescope"
-    made = as_the_teacher(teacher_work, "accelerate_course.classroom", "gradescope", str(STEP),
-                          str(out))
+    made = as_the_teacher(
+        teacher_work, "accelerate_course.classroom", "gradescope", str(STEP), str(out)
+    )
     assert made.returncode == 0, made.stderr
     assert "left out: 2 uncommitted or untracked paths" in made.stdout, made.stdout
     archive = out / "autograder.zip"
     names = zipfile.ZipFile(archive).namelist()
     committed = git("ls-files", cwd=teacher_work).split()
-    assert sorted(names) == sorted(["setup.sh", "run_autograder", *(f"course/{n}" for n in committed)])
+    assert sorted(names) == sorted(
+        ["setup.sh", "run_autograder", *(f"course/{n}" for n in committed)]
+    )
     setup = zipfile.ZipFile(archive).read("setup.sh").decode()
     assert "download.pytorch.org/whl/cpu" in setup and "uv venv --python 3.11" in setup
 
     missing = fake_autograder(tmp_path, archive)
     assert missing["score"] == 0 and missing["tests"] == []
     assert missing["output"].startswith("no grade: no .py file in ")
-    several = fake_autograder(tmp_path, archive, {"train.py": STEPS[STEP],
-                                                  "train (1).py": STEPS[STEP]})
+    several = fake_autograder(
+        tmp_path, archive, {"train.py": STEPS[STEP], "train (1).py": STEPS[STEP]}
+    )
     assert several["score"] == 0 and several["output"] == (
         "no grade: 2 .py files were handed in (train (1).py, train.py). Keep only the one to "
-        "grade, and hand it in again.")
+        "grade, and hand it in again."
+    )
     # a browser's second download of the same file: graded
     lesson = fake_autograder(tmp_path, archive, {"train (1).py": STEPS[STEP]})
     assert_gradescope_schema(lesson)

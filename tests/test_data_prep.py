@@ -5,12 +5,11 @@ import json
 
 import pytest
 import torch
+from conftest import REPO, assert_ok, read_metrics, run_step
+from transformers import AutoTokenizer
 
 from common.checkpoint import EMBEDDED_CHECKPOINT
 from common.data import get_dataloaders, load_splits, tokenize
-from transformers import AutoTokenizer
-
-from conftest import REPO, assert_ok, read_metrics, run_step
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +34,12 @@ def test_tokenized_columns_are_what_the_model_accepts(raw, tokenizer):
     tokenized = tokenize(raw, tokenizer)
     assert set(tokenized) == {"train", "validation"}
     for split in tokenized:
-        assert tokenized[split].column_names == ["labels", "input_ids", "token_type_ids",
-                                                 "attention_mask"]
+        assert tokenized[split].column_names == [
+            "labels",
+            "input_ids",
+            "token_type_ids",
+            "attention_mask",
+        ]
         assert tokenized[split].format["type"] == "torch"
     assert list(tokenized["validation"]["labels"]) == list(raw["validation"]["label"])
 
@@ -104,14 +107,19 @@ def test_a_folder_without_the_label_column_is_refused_with_one_line(tmp_path):
 
 # single sentences, as GLUE SST-2 ----------------------------------------------------------
 
+
 def test_the_embedded_sst2_split_is_sst2_shaped(tokenizer):
     raw = load_splits("embedded-sst2")
     assert {s: raw[s].num_rows for s in raw} == {"train": 1600, "validation": 400}
     assert raw["train"].column_names == ["sentence", "label", "idx"]
     assert sum(raw["validation"]["label"]) == 204  # 51 % positive, as SST-2's validation
     tokenized = tokenize(raw, tokenizer)
-    assert tokenized["train"].column_names == ["labels", "input_ids", "token_type_ids",
-                                               "attention_mask"]
+    assert tokenized["train"].column_names == [
+        "labels",
+        "input_ids",
+        "token_type_ids",
+        "attention_mask",
+    ]
     first = tokenizer.convert_ids_to_tokens(tokenized["validation"][0]["input_ids"])
     assert first[0] == "[CLS]" and first[-1] == "[SEP]" and first.count("[SEP]") == 1
     assert set(tokenized["validation"][0]["token_type_ids"].tolist()) == {0}  # one segment
@@ -122,10 +130,13 @@ def test_a_folder_of_sst2_shaped_files_and_glues_own_sst2_tsv_load(tmp_path):
     jsonl, tsv = tmp_path / "jsonl", tmp_path / "tsv"
     jsonl.mkdir(), tsv.mkdir()
     for split in ("train", "validation"):
-        (jsonl / f"{split}.jsonl").write_text("".join(
-            json.dumps({"sentence": s, "label": label}) + "\n" for s, label in rows))
+        (jsonl / f"{split}.jsonl").write_text(
+            "".join(json.dumps({"sentence": s, "label": label}) + "\n" for s, label in rows)
+        )
     for name in ("train.tsv", "dev.tsv"):  # GLUE's SST-2 download: sentence<TAB>label
-        (tsv / name).write_text("sentence\tlabel\n" + "".join(f"{s}\t{label}\n" for s, label in rows))
+        (tsv / name).write_text(
+            "sentence\tlabel\n" + "".join(f"{s}\t{label}\n" for s, label in rows)
+        )
     for folder in (jsonl, tsv):
         loaded = load_splits(str(folder))
         assert loaded["validation"]["sentence"] == [s for s, _ in rows]

@@ -84,6 +84,7 @@ def test_vocabulary_and_structure_vary():
 
 def test_the_sst2_shaped_generator_reproduces_its_files_and_no_sentence_repeats():
     from accelerate_course.maintain.embedded import build_sst2
+
     generated = build_sst2.generate()
     sentences = []
     for split, size, positives in build_sst2.SPLITS:

@@ -8,18 +8,41 @@ from pathlib import Path
 import torch
 
 from accelerate_course.maintain.embedded.build_checkpoint import PINNED_KERNELS
-from accelerate_course.maintain.embedded.trace import (TRACE_FILE, OpRecorder, describe, digest, first_difference,
-                                   load, same_processor)
+from accelerate_course.maintain.embedded.trace import (
+    TRACE_FILE,
+    OpRecorder,
+    describe,
+    digest,
+    first_difference,
+    load,
+    same_processor,
+)
+from accelerate_course.maintain.verify_embedded import (
+    FINE_TUNED_TOLERANCE,
+    weights_verdict,
+    within_tolerance,
+)
 from common.checkpoint import EMBEDDED_CHECKPOINT
-from accelerate_course.maintain.verify_embedded import FINE_TUNED_TOLERANCE, weights_verdict, within_tolerance
 
 REPO = Path(__file__).resolve().parent.parent
 
-ZEN2 = {"vendor": "AuthenticAMD", "family": "23", "model": "49", "name": "AMD EPYC 7B12",
-        "flags": ["sse4_2", "avx", "fma", "avx2"], "torch": "2.13.0+cpu", "mkl": "2024.2-Product",
-        "onednn": "3.12.0"}
-ZEN4 = dict(ZEN2, family="25", model="17", name="AMD EPYC 9B14",
-            flags=ZEN2["flags"] + ["avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16"])
+ZEN2 = {
+    "vendor": "AuthenticAMD",
+    "family": "23",
+    "model": "49",
+    "name": "AMD EPYC 7B12",
+    "flags": ["sse4_2", "avx", "fma", "avx2"],
+    "torch": "2.13.0+cpu",
+    "mkl": "2024.2-Product",
+    "onednn": "3.12.0",
+}
+ZEN4 = dict(
+    ZEN2,
+    family="25",
+    model="17",
+    name="AMD EPYC 9B14",
+    flags=ZEN2["flags"] + ["avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16"],
+)
 
 
 def one_step(model, batch):
@@ -66,12 +89,14 @@ def test_first_difference_says_where_two_traces_part():
     assert first_difference(a, b) == "step 1, operation 2 of 2: add in m"
     b = copy.deepcopy(a)
     b["ops"][0][1][1] = "sub"
-    assert first_difference(a, b) == ("step 1, operation 2: other operations ran (add in m "
-                                      "there, sub in m here)")
+    assert first_difference(a, b) == (
+        "step 1, operation 2: other operations ran (add in m there, sub in m here)"
+    )
     b = copy.deepcopy(a)
     b["steps"][2] = "other"
-    assert first_difference(a, b) == ("the parameters after step 2 (every operation of the "
-                                      "first 1 steps agreed)")
+    assert first_difference(a, b) == (
+        "the parameters after step 2 (every operation of the first 1 steps agreed)"
+    )
     b = copy.deepcopy(a)
     b["steps"] = b["steps"][:2]
     assert first_difference(a, b) == "3 steps there, 1 here (the same up to the shorter)"
@@ -100,10 +125,12 @@ def test_a_recorded_processor_must_rebuild_the_same_bytes_another_is_judged_by_f
     assert describe(ZEN2) == "AMD EPYC 7B12 (AMD family 23, model 49; sse4_2 avx fma avx2)"
 
     committed = {"accuracy": 0.8848, "f1": 0.9197}
-    assert within_tolerance({"accuracy": 0.8848 - FINE_TUNED_TOLERANCE + 1e-4, "f1": 0.9197},
-                            committed)
-    assert not within_tolerance({"accuracy": 0.8848, "f1": 0.9197 + FINE_TUNED_TOLERANCE + 1e-4},
-                                committed)
+    assert within_tolerance(
+        {"accuracy": 0.8848 - FINE_TUNED_TOLERANCE + 1e-4, "f1": 0.9197}, committed
+    )
+    assert not within_tolerance(
+        {"accuracy": 0.8848, "f1": 0.9197 + FINE_TUNED_TOLERANCE + 1e-4}, committed
+    )
 
 
 def test_the_committed_trace_is_the_committed_weights_build():
@@ -123,8 +150,11 @@ def test_the_builders_square_root_is_correctly_rounded():
     # against Python's math.sqrt (IEEE 754 double, correctly rounded), rounded to float32:
     # for a square root that double rounding is exact (53 >= 2 x 24 + 2 bits)
     import math
+
     import numpy
+
     from accelerate_course.maintain.embedded.build_checkpoint import correctly_rounded_sqrt
+
     torch.manual_seed(0)
     values = torch.cat([torch.rand(4096) * 1e-3, torch.rand(4096) * 1e-9, torch.rand(64) * 10])
     expected = torch.tensor([numpy.float32(math.sqrt(float(v))) for v in values])
@@ -138,8 +168,9 @@ def test_the_builders_adamw_is_torchs_with_a_correctly_rounded_square_root(monke
 
     def train(optimizer_class):
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(64, 300), torch.nn.GELU(),
-                                    torch.nn.Linear(300, 2))
+        model = torch.nn.Sequential(
+            torch.nn.Linear(64, 300), torch.nn.GELU(), torch.nn.Linear(300, 2)
+        )
         optimizer = optimizer_class(model.parameters(), lr=1e-3, weight_decay=0.01)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: (k + 1) / 10)
         for _ in range(20):

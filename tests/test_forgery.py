@@ -21,16 +21,24 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 from forgeries import ATTACKS, forged
 from lesson_applied import applied
-from test_classroom import (TASK, as_the_teacher, autograde, enterable_by_others,
-                            fake_autograder, git, run_to_end, teacher)  # noqa: F401 (fixture)
+from test_classroom import (
+    TASK,
+    as_the_teacher,
+    autograde,
+    enterable_by_others,
+    fake_autograder,
+    git,
+    run_to_end,
+)  # noqa: F401 (fixture)
 from test_takehome import START
 
-pytestmark = pytest.mark.skipif(os.environ.get("COURSE_FORGERY_TEST") != "1",
-                                reason="three gradings per file: make test-forgery")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("COURSE_FORGERY_TEST") != "1",
+    reason="three gradings per file: make test-forgery",
+)
 ROWS = {}  # name -> (Classroom points, Gradescope points, make check points, what held)
 
 
@@ -42,8 +50,15 @@ def lab(tmp_path_factory, teacher):  # noqa: F811 (the fixture imported above)
     folder = tmp_path_factory.mktemp("forgery")
     enterable_by_others(folder)
     template = folder / "template"
-    made = as_the_teacher(teacher_work, "accelerate_course.classroom", "template", TASK,
-                          str(template), "--course", course)
+    made = as_the_teacher(
+        teacher_work,
+        "accelerate_course.classroom",
+        "template",
+        TASK,
+        str(template),
+        "--course",
+        course,
+    )
     assert made.returncode == 0, made.stderr
     git("init", "--quiet", "-b", "main", cwd=template)
     git("add", "-A", cwd=template)
@@ -51,10 +66,16 @@ def lab(tmp_path_factory, teacher):  # noqa: F811 (the fixture imported above)
     git("clone", "--quiet", "--bare", str(template), str(folder / "student.git"), cwd=folder)
     work = folder / "student"
     git("clone", "--quiet", f"file://{folder / 'student.git'}", str(work), cwd=folder)
-    made = as_the_teacher(teacher_work, "accelerate_course.classroom", "gradescope", TASK,
-                          str(folder / "gradescope"))
+    made = as_the_teacher(
+        teacher_work, "accelerate_course.classroom", "gradescope", TASK, str(folder / "gradescope")
+    )
     assert made.returncode == 0, made.stderr
-    return folder, f"file://{folder / 'student.git'}", work, folder / "gradescope" / "autograder.zip"
+    return (
+        folder,
+        f"file://{folder / 'student.git'}",
+        work,
+        folder / "gradescope" / "autograder.zip",
+    )
 
 
 def lab_environment(workspace):
@@ -74,9 +95,12 @@ def make_check(workspace):
     """The lab's make check, run as root: (points, the results.json it wrote)."""
     lab_environment(workspace)
     results = workspace / "lab-results.json"
-    code, output = run_to_end(["make", "check", f"JSON={results}"], cwd=workspace, timeout=900,
-                              env={**os.environ, "PATH": f"{Path(sys.executable).parent}:"
-                                                         f"{os.environ['PATH']}"})
+    code, output = run_to_end(
+        ["make", "check", f"JSON={results}"],
+        cwd=workspace,
+        timeout=900,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
     print(f"\n--- make check\n{output[-2500:]}")
     found = re.search(r"(\d+) of 10 points", output)
     return (int(found.group(1)) if found else None), results
@@ -116,16 +140,23 @@ def grade_everywhere(lab, name, text):
     if lab_results.exists() and json.loads(lab_results.read_text())["score"] != lab_points:
         held.append("make check's results.json rewritten")
     import sysconfig
+
     site = Path(sysconfig.get_paths()["purelib"])
-    for planted in (site / "zz_forged.pth", site / "sitecustomize.py",
-                    REPO / ".git" / "hooks" / "post-checkout"):
+    for planted in (
+        site / "zz_forged.pth",
+        site / "sitecustomize.py",
+        REPO / ".git" / "hooks" / "post-checkout",
+    ):
         if planted.exists() and "forged" in planted.read_text():
             held.append(f"{planted} written")
             planted.unlink()
-    log = "; ".join(sorted({line for path in logs.glob(f"{name}.*")
-                            for line in path.read_text().splitlines()}))
-    print(f"\n=== {name}: Classroom {points}, Gradescope {gradescope['score']}, make check "
-          f"{lab_points}; held: {held or 'nothing'}\n    its writes: {log[:1500] or 'none'}")
+    log = "; ".join(
+        sorted({line for path in logs.glob(f"{name}.*") for line in path.read_text().splitlines()})
+    )
+    print(
+        f"\n=== {name}: Classroom {points}, Gradescope {gradescope['score']}, make check "
+        f"{lab_points}; held: {held or 'nothing'}\n    its writes: {log[:1500] or 'none'}"
+    )
     return points, gradescope["score"], lab_points, held
 
 
@@ -135,8 +166,13 @@ FILES = ["untouched", *ATTACKS, "solution"]
 @pytest.mark.runs
 @pytest.mark.parametrize("name", FILES)
 def test_no_attack_scores_more_than_the_untouched_file(lab, name):
-    text = START if name == "untouched" else applied(START) if name == "solution" else \
-        forged(START, name)
+    text = (
+        START
+        if name == "untouched"
+        else applied(START)
+        if name == "solution"
+        else forged(START, name)
+    )
     points = grade_everywhere(lab, name, text)
     ROWS[name] = points
     table = os.environ.get("COURSE_FORGERY_TABLE")
@@ -149,6 +185,12 @@ def test_no_attack_scores_more_than_the_untouched_file(lab, name):
         assert held == []
         assert scores == ROWS.get("untouched", (0, 0, 0))[:3], (name, scores)
     # the machine is as it was: no forged file left where a later run would read it
-    assert not (Path(subprocess.check_output([sys.executable, "-c", "import sysconfig; print("
-                                              "sysconfig.get_paths()['purelib'])"], text=True)
-                     .strip()) / "zz_forged.pth").exists()
+    assert not (
+        Path(
+            subprocess.check_output(
+                [sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                text=True,
+            ).strip()
+        )
+        / "zz_forged.pth"
+    ).exists()

@@ -19,15 +19,19 @@ import sys
 
 import nbformat
 import pytest
+from conftest import REPO, enterable_by_others
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from accelerate_course.maintain import build_notebook
-from conftest import REPO, enterable_by_others
 
-pytestmark = [pytest.mark.runs,
-              pytest.mark.skipif(os.environ.get("COURSE_HOSTED_TEST") != "1",
-                                 reason="a fresh runtime, a few minutes: make test-hosted")]
+pytestmark = [
+    pytest.mark.runs,
+    pytest.mark.skipif(
+        os.environ.get("COURSE_HOSTED_TEST") != "1",
+        reason="a fresh runtime, a few minutes: make test-hosted",
+    ),
+]
 TAG = build_notebook.version_tag()
 
 
@@ -41,13 +45,20 @@ def runtime(tmp_path_factory):
     venv = folder / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "torch==2.13.0", "ipykernel"],
-                   check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "torch==2.13.0", "ipykernel"], check=True
+    )
     spec = folder / "jupyter" / "kernels" / "fresh-runtime"
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "a fresh runtime", "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "a fresh runtime",
+                "language": "python",
+            }
+        )
+    )
     return folder / "jupyter", python
 
 
@@ -57,19 +68,34 @@ def published(tmp_path_factory):
     ignore) committed and tagged, in a bare repository; its file:// URL."""
     folder = tmp_path_factory.mktemp("published")
     work = folder / "work"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     for name in files:
         if (REPO / name).is_file():
             (work / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, work / name)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x"}
-    for command in (["init", "--quiet"], ["add", "-A"], ["commit", "--quiet", "-m", "course"],
-                    ["tag", TAG]):
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@x",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@x",
+    }
+    for command in (
+        ["init", "--quiet"],
+        ["add", "-A"],
+        ["commit", "--quiet", "-m", "course"],
+        ["tag", TAG],
+    ):
         subprocess.run(["git", *command], cwd=work, check=True, env=env)
-    subprocess.run(["git", "clone", "--quiet", "--bare", str(work), str(folder / "course.git")],
-                   check=True)
+    subprocess.run(
+        ["git", "clone", "--quiet", "--bare", str(work), str(folder / "course.git")], check=True
+    )
     return (folder / "course.git").as_uri()
 
 
@@ -99,45 +125,64 @@ def run(notebook, folder, runtime, monkeypatch, **env):
     monkeypatch.setenv("PATH", f"{python.parent}:{os.environ['PATH']}")
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    client = NotebookClient(notebook, timeout=900, kernel_name="fresh-runtime",
-                            resources={"metadata": {"path": str(folder)}})
+    client = NotebookClient(
+        notebook,
+        timeout=900,
+        kernel_name="fresh-runtime",
+        resources={"metadata": {"path": str(folder)}},
+    )
     client.execute()
     return notebook
 
 
 def text_of(notebook):
-    return "".join(output.get("text", "") for cell in notebook.cells
-                   for output in cell.get("outputs", []))
+    return "".join(
+        output.get("text", "") for cell in notebook.cells for output in cell.get("outputs", [])
+    )
 
 
 def stopped_in_one_line(notebook, runtime, monkeypatch, folder, said):
     with pytest.raises(CellExecutionError):
         run(notebook, folder, runtime, monkeypatch)
-    errors = [(i, output) for i, cell in enumerate(notebook.cells)
-              for output in cell.get("outputs", []) if output.output_type == "error"]
+    errors = [
+        (i, output)
+        for i, cell in enumerate(notebook.cells)
+        for output in cell.get("outputs", [])
+        if output.output_type == "error"
+    ]
     assert len(errors) == 1, errors
     at, error = errors[0]
     assert error.traceback == [error.traceback[0]] and error.traceback[0].startswith("setup: ")
     assert said in error.traceback[0], error.traceback
-    later = [cell for cell in notebook.cells[at + 1:] if cell.cell_type == "code"]
+    later = [cell for cell in notebook.cells[at + 1 :] if cell.cell_type == "code"]
     assert later and all(cell.execution_count is None for cell in later)  # Run all stopped
 
 
 def test_step4_without_a_source_stops_in_one_line(tmp_path, runtime, monkeypatch):
     source = f'COURSE_SOURCE = "{build_notebook.course_source()}"'
     notebook, folder = opened(build_notebook.NOTEBOOK, tmp_path, {source: 'COURSE_SOURCE = ""'})
-    stopped_in_one_line(notebook, runtime, monkeypatch, folder,
-                        "this cell names no COURSE_SOURCE: type at its top where the course is "
-                        "published")
+    stopped_in_one_line(
+        notebook,
+        runtime,
+        monkeypatch,
+        folder,
+        "this cell names no COURSE_SOURCE: type at its top where the course is published",
+    )
 
 
 def test_step4_with_a_git_source_runs_to_the_end(tmp_path, runtime, monkeypatch, published):
     source = f'COURSE_SOURCE = "{build_notebook.course_source()}"'
-    notebook, folder = opened(build_notebook.NOTEBOOK, tmp_path,
-                              {source: f'COURSE_SOURCE = "git+{published}@{TAG}"'})
+    notebook, folder = opened(
+        build_notebook.NOTEBOOK, tmp_path, {source: f'COURSE_SOURCE = "git+{published}@{TAG}"'}
+    )
     out = tmp_path / "out"
-    done = run(notebook, folder, runtime, monkeypatch,
-               COURSE_ARGS=f"--max-train-steps 20 --output-dir {out}")
+    done = run(
+        notebook,
+        folder,
+        runtime,
+        monkeypatch,
+        COURSE_ARGS=f"--max-train-steps 20 --output-dir {out}",
+    )
     text = text_of(done)
     assert f"setup: installs the course from git+{published}@{TAG}" in text
     assert "untrained head:" in text and "gathered 416 predictions, kept 408" in text
@@ -145,30 +190,41 @@ def test_step4_with_a_git_source_runs_to_the_end(tmp_path, runtime, monkeypatch,
     assert metrics["num_processes"] == 2 and len(metrics["train_losses"]) == 20
 
 
-def test_the_course_notebook_without_a_repository_stops_in_one_line(tmp_path, runtime,
-                                                                    monkeypatch):
-    notebook, folder = opened(build_notebook.COURSE_NOTEBOOK, tmp_path,
-                              {f'TAG = "{TAG}"': f'TAG = "{TAG}"'})
+def test_the_course_notebook_without_a_repository_stops_in_one_line(tmp_path, runtime, monkeypatch):
+    notebook, folder = opened(
+        build_notebook.COURSE_NOTEBOOK, tmp_path, {f'TAG = "{TAG}"': f'TAG = "{TAG}"'}
+    )
     for cell in notebook.cells:
-        cell.source = "\n".join('REPOSITORY = ""' if line.startswith("REPOSITORY =") else line
-                                for line in cell.source.splitlines())
-    stopped_in_one_line(notebook, runtime, monkeypatch, folder,
-                        "the cell above names no REPOSITORY")
+        cell.source = "\n".join(
+            'REPOSITORY = ""' if line.startswith("REPOSITORY =") else line
+            for line in cell.source.splitlines()
+        )
+    stopped_in_one_line(
+        notebook, runtime, monkeypatch, folder, "the cell above names no REPOSITORY"
+    )
 
 
-def test_the_course_notebook_clones_the_course_and_runs_its_commands(tmp_path, runtime,
-                                                                     monkeypatch, published):
-    notebook, folder = opened(build_notebook.COURSE_NOTEBOOK, tmp_path,
-                              {'FLAGS = ""': 'FLAGS = "--steps 1 2 --max-train-steps 20"',
-                               "LESSON = 3": "LESSON = 2"})
+def test_the_course_notebook_clones_the_course_and_runs_its_commands(
+    tmp_path, runtime, monkeypatch, published
+):
+    notebook, folder = opened(
+        build_notebook.COURSE_NOTEBOOK,
+        tmp_path,
+        {'FLAGS = ""': 'FLAGS = "--steps 1 2 --max-train-steps 20"', "LESSON = 3": "LESSON = 2"},
+    )
     for cell in notebook.cells:
-        cell.source = "\n".join(f'REPOSITORY = "{published}"' if line.startswith("REPOSITORY =")
-                                else line for line in cell.source.splitlines())
+        cell.source = "\n".join(
+            f'REPOSITORY = "{published}"' if line.startswith("REPOSITORY =") else line
+            for line in cell.source.splitlines()
+        )
     text = text_of(run(notebook, folder, runtime, monkeypatch))
     assert "setup: installs transformers" in text and (folder / "course" / ".git").exists()
     # make course: matplotlib, which the fresh runtime lacks, installed in one line first
-    pin = next(line for line in (REPO / "requirements.txt").read_text().splitlines()
-               if line.startswith("matplotlib=="))
+    pin = next(
+        line
+        for line in (REPO / "requirements.txt").read_text().splitlines()
+        if line.startswith("matplotlib==")
+    )
     assert f"setup: installs {pin}, which this runtime lacks" in text
     assert "launch plan (" in text and "step 1 and step 2 side by side" in text
     assert "training-loss curves:" in text and "ModuleNotFoundError" not in text
@@ -182,10 +238,16 @@ def test_the_course_notebook_clones_the_course_and_runs_its_commands(tmp_path, r
 
     # a student edits the exercise and runs the exercise's cell again: the edit is kept
     exercise.write_text(exercise.read_text() + "# my work\n")
-    again = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("import os, sys\nos.chdir('course')\nLESSON = 2"),
-        next(cell for cell in notebook.cells if cell.cell_type == "code"
-             and "accelerate_course.exercise {LESSON}" in cell.source)])
+    again = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("import os, sys\nos.chdir('course')\nLESSON = 2"),
+            next(
+                cell
+                for cell in notebook.cells
+                if cell.cell_type == "code" and "accelerate_course.exercise {LESSON}" in cell.source
+            ),
+        ]
+    )
     rerun = text_of(run(again, folder, runtime, monkeypatch))
     assert exercise.read_text().endswith("# my work\n")
     assert "kept exercises/step2/train.py: it has your changes" in rerun

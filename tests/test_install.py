@@ -9,22 +9,25 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import standin_wheels  # tests/helpers/
-from accelerate_course import install
 from conftest import REPO
+
+from accelerate_course import install
 
 OLD_PYTHON = Path("/root/.pyenv/versions/3.10.13/bin/python3")  # where the build machines have one
 
 
-@pytest.mark.parametrize("system,machine,driver,build", [
-    ("Linux", "x86_64", None, "cpu"),  # a laptop without an NVIDIA GPU: no CUDA download
-    ("Linux", "aarch64", None, "cpu"),
-    ("Linux", "x86_64", "580.95.05", "cuda"),
-    ("Linux", "x86_64", "WSL", "cuda"),  # Windows' driver, seen from WSL
-    ("Linux", "x86_64", "535.183.01", "cpu"),  # too old for CUDA 13: the line says what to do
-    ("Darwin", "arm64", None, "default"),
-])
+@pytest.mark.parametrize(
+    "system,machine,driver,build",
+    [
+        ("Linux", "x86_64", None, "cpu"),  # a laptop without an NVIDIA GPU: no CUDA download
+        ("Linux", "aarch64", None, "cpu"),
+        ("Linux", "x86_64", "580.95.05", "cuda"),
+        ("Linux", "x86_64", "WSL", "cuda"),  # Windows' driver, seen from WSL
+        ("Linux", "x86_64", "535.183.01", "cpu"),  # too old for CUDA 13: the line says what to do
+        ("Darwin", "arm64", None, "default"),
+    ],
+)
 def test_the_torch_build_fits_the_machine(system, machine, driver, build):
     chosen, why = install.choose("auto", system, machine, driver)
     assert chosen == build, why
@@ -93,12 +96,18 @@ def test_make_install_with_python_310_stops_in_one_line_before_anything(tmp_path
     if OLD_PYTHON.exists():
         python, env = str(OLD_PYTHON), {}
     else:
-        (tmp_path / "sitecustomize.py").write_text("import sys\nsys.version_info = (3, 10, 12, "
-                                                   "'final', 0)\n")
+        (tmp_path / "sitecustomize.py").write_text(
+            "import sys\nsys.version_info = (3, 10, 12, 'final', 0)\n"
+        )
         python, env = sys.executable, {"PYTHONPATH": str(tmp_path)}
     venv = tmp_path / "venv"
-    result = subprocess.run(["make", "install", f"PYTHON={python}", f"VENV={venv}"], cwd=REPO,
-                            capture_output=True, text=True, env={**__import__("os").environ, **env})
+    result = subprocess.run(
+        ["make", "install", f"PYTHON={python}", f"VENV={venv}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, **env},
+    )
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode != 0
     assert len(errors) == 1 and "the course needs Python 3.11 or newer" in errors[0], result.stderr
@@ -110,9 +119,25 @@ def resolve(tmp_path, *index_flags):
     """Return (the version pip's resolver takes for torch==2.13.0 with these indexes, pip's
     log): a dry run, this machine's pip configuration left out (--isolated)."""
     report = tmp_path / f"report-{len(list(tmp_path.glob('report-*')))}.json"
-    result = subprocess.run([sys.executable, "-m", "pip", "install", "--isolated", "--dry-run",
-                             "--ignore-installed", "--no-deps", "--report", str(report), "-v",
-                             *index_flags, install.pinned_torch()], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--isolated",
+            "--dry-run",
+            "--ignore-installed",
+            "--no-deps",
+            "--report",
+            str(report),
+            "-v",
+            *index_flags,
+            install.pinned_torch(),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(report.read_text())["install"][0]["metadata"]["version"], result.stdout
 
@@ -154,6 +179,7 @@ def test_pip_takes_the_same_torch_from_a_flat_folder_as_from_a_simple_index(tmp_
 
 # GitHub Codespaces: .devcontainer/devcontainer.json --------------------------------------
 
+
 @pytest.mark.runs
 def test_the_dev_container_installs_the_course_as_the_makefile_does():
     # no container runtime here: the file is checked against what the Makefile runs, and the
@@ -168,15 +194,18 @@ def test_the_dev_container_installs_the_course_as_the_makefile_does():
     vscode = config["customizations"]["vscode"]
     assert {"ms-python.python", "ms-toolsai.jupyter"} <= set(vscode["extensions"])
     assert vscode["settings"]["python.defaultInterpreterPath"].endswith("/.venv/bin/python")
-    dry = subprocess.run(["make", "-n", "-B", *config["postCreateCommand"].split()[1:]],
-                         cwd=REPO, capture_output=True, text=True)
+    dry = subprocess.run(
+        ["make", "-n", "-B", *config["postCreateCommand"].split()[1:]],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert dry.returncode == 0, dry.stderr
     assert "-m accelerate_course.install --venv .venv --torch cpu" in dry.stdout
 
 
 @pytest.mark.runs
-def test_an_environment_moved_with_its_clone_or_left_by_its_python_is_named_in_one_line(
-        tmp_path):
+def test_an_environment_moved_with_its_clone_or_left_by_its_python_is_named_in_one_line(tmp_path):
     # a real venv, made in one folder and moved to another (as a clone moved with its .venv:
     # its activate script and the course's editable install still name the first folder);
     # then the same venv, its Python gone (upgraded or removed); make names each before any
@@ -189,8 +218,9 @@ def test_an_environment_moved_with_its_clone_or_left_by_its_python_is_named_in_o
     (moved / "bin" / ".installed").touch()  # installed, as far as make can tell
 
     def make_install():
-        result = subprocess.run(["make", "install", f"VENV={moved}"], cwd=REPO,
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            ["make", "install", f"VENV={moved}"], cwd=REPO, capture_output=True, text=True
+        )
         # (make's own lines aside: under make test, "make[1]: Entering directory" too)
         said = (result.stdout + result.stderr).splitlines()
         assert result.returncode != 0
@@ -198,13 +228,20 @@ def test_an_environment_moved_with_its_clone_or_left_by_its_python_is_named_in_o
 
     assert make_install() == [
         f"error: .venv was made in {made}, and an environment cannot be moved (its scripts and "
-        "the course's install name that folder); make it again: rm -rf .venv && make install"]
+        "the course's install name that folder); make it again: rm -rf .venv && make install"
+    ]
     config = (moved / "pyvenv.cfg").read_text().replace(str(made), str(moved))
-    version = next(line.split("=")[1].strip() for line in config.splitlines()
-                   if line.startswith("version"))
-    (moved / "pyvenv.cfg").write_text("\n".join(
-        "executable = /gone/bin/python3" if line.startswith("executable") else line
-        for line in config.splitlines()) + "\n")
+    version = next(
+        line.split("=")[1].strip() for line in config.splitlines() if line.startswith("version")
+    )
+    (moved / "pyvenv.cfg").write_text(
+        "\n".join(
+            "executable = /gone/bin/python3" if line.startswith("executable") else line
+            for line in config.splitlines()
+        )
+        + "\n"
+    )
     assert make_install() == [
         f"error: .venv was made by /gone/bin/python3 (Python {version}), which is no longer "
-        "there; make it again: rm -rf .venv && make install"]
+        "there; make it again: rm -rf .venv && make install"
+    ]

@@ -55,7 +55,10 @@ def test_a_run_resumed_in_a_new_launch_is_the_uninterrupted_run_bit_for_bit(lab_
 def test_save_state_on_the_main_process_alone_resumes_to_another_run(lab_runs):
     runs = lab_runs(3).measured
     uninterrupted = runs["saved, 2 processes"]
-    saved, resumed = runs["saved by the main process alone"], runs["resumed from the main process's save"]
+    saved, resumed = (
+        runs["saved by the main process alone"],
+        runs["resumed from the main process's save"],
+    )
     # process 1 never called save_state: the folder holds the main process's random state alone
     assert "random_states_0.pkl" in saved.state_files
     assert "random_states_1.pkl" not in saved.state_files
@@ -69,7 +72,10 @@ def test_save_state_on_the_main_process_alone_resumes_to_another_run(lab_runs):
 @pytest.mark.step3
 def test_a_state_resumes_on_another_number_of_processes_and_repeats_neither_run(lab_runs):
     runs = lab_runs(3).measured
-    two_to_one, one_to_two = runs["resumed on 1 process from 2"], runs["resumed on 2 processes from 1"]
+    two_to_one, one_to_two = (
+        runs["resumed on 1 process from 2"],
+        runs["resumed on 2 processes from 1"],
+    )
     assert two_to_one.error is None and one_to_two.error is None
     assert two_to_one.accelerator_processes == 1 and one_to_two.accelerator_processes == 2
     assert two_to_one.losses != runs["saved, 1 process"].losses[15:]

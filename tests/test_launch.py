@@ -21,12 +21,11 @@ import sys
 import time
 
 import pytest
-
-from common.cli import free_port
-
-from accelerate_course.lab_runs import run_on_two_machines, run_scripts
 from conftest import REPO, STEPS, offline_env, run_command, run_step, slurm_task
+
 from accelerate_course.commands import accelerate_launch, course_commands
+from accelerate_course.lab_runs import run_on_two_machines, run_scripts
+from common.cli import free_port
 
 VALIDATION_SIZE = 408
 
@@ -34,7 +33,9 @@ VALIDATION_SIZE = 408
 def same_as_the_readme_command(run, reference):
     """A 2-process run joined like the README's accelerate launch, with its numbers."""
     assert run.error is None
-    assert run.processes_reporting == 2 and run.processes_alone == 0 and run.accelerator_processes == 2
+    assert (
+        run.processes_reporting == 2 and run.processes_alone == 0 and run.accelerator_processes == 2
+    )
     assert run.distributed_type == "DistributedType.MULTI_CPU"
     assert run.gathered == 416 and len(run.predictions) == VALIDATION_SIZE
     assert run.predictions == run.alone_predictions
@@ -54,27 +55,47 @@ def one_error_line(output):
 @pytest.mark.runs
 def test_accelerate_launch_without_multi_gpu_is_refused_with_the_command_that_works(tmp_path):
     # the simple launcher starts the script once; it used to train as 1 process, exit 0
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2",
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-               str(STEPS[3]), "--output-dir", str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        str(STEPS[3]),
+        "--output-dir",
+        str(tmp_path),
+    ]
     result = run_command(command)
     assert result.returncode != 0
     line = one_error_line(result.stdout + result.stderr)
     assert "accelerate launch was asked for 2 processes but started this script as one" in line
-    assert ("ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml "
-            "--num_processes 2") in line
+    assert (
+        "ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml "
+        "--num_processes 2"
+    ) in line
     assert not (tmp_path / "metrics.json").exists()
     # the step stopped before loading the data or the model: no load report was printed
     assert "LOAD REPORT" not in result.stdout + result.stderr
 
 
 @pytest.mark.runs
-@pytest.mark.parametrize("launch", [
-    "torchrun --nproc_per_node 2",
-    "accelerate launch --multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no "
-    "--dynamo_backend no"])
+@pytest.mark.parametrize(
+    "launch",
+    [
+        "torchrun --nproc_per_node 2",
+        "accelerate launch --multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no "
+        "--dynamo_backend no",
+    ],
+)
 def test_a_launch_without_accelerate_use_cpu_is_refused_and_the_command_it_names_joins(
-        tmp_path, launch):
+    tmp_path, launch
+):
     # without ACCELERATE_USE_CPU=1, Accelerate would make each of the 2 processes a run of its
     # own; the check names the command with the setting, which then runs as given
     typed = f"{launch} {STEPS[3].relative_to(REPO)} --output-dir {tmp_path} --max-train-steps 3"
@@ -84,15 +105,19 @@ def test_a_launch_without_accelerate_use_cpu_is_refused_and_the_command_it_names
     assert one_error_line(output) == (
         "error: 2 processes were launched on a machine without a GPU, and without "
         "ACCELERATE_USE_CPU=1 Accelerate makes each of them a run of its own, on all the data; "
-        f"run: ACCELERATE_USE_CPU=1 {typed}")
+        f"run: ACCELERATE_USE_CPU=1 {typed}"
+    )
     assert output.index("error: ") < output.index("Traceback")  # the launcher's report follows
     assert not (tmp_path / "metrics.json").exists()
     given = one_error_line(output).split("run: ", 1)[1]
     joined = run_command(["bash", "-c", f". {REPO}/.venv/bin/activate 2>/dev/null; {given}"])
     assert joined.returncode == 0, (joined.stdout + joined.stderr)[-3000:]
     metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert (metrics["num_processes"], metrics["eval_gathered"], metrics["eval_samples"]) == \
-        (2, 416, VALIDATION_SIZE)
+    assert (metrics["num_processes"], metrics["eval_gathered"], metrics["eval_samples"]) == (
+        2,
+        416,
+        VALIDATION_SIZE,
+    )
 
 
 def test_torchrun_on_one_machine_equals_accelerate_launch(tmp_path, readme_run):
@@ -102,8 +127,10 @@ def test_torchrun_on_one_machine_equals_accelerate_launch(tmp_path, readme_run):
 
 def test_torchrun_on_two_nodes_over_loopback_equals_accelerate_launch(tmp_path, readme_run):
     from test_step3_distributed import check_inside
-    run = run_on_two_machines(3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun",
-                                  machine_env=slurm_task)["lesson"]
+
+    run = run_on_two_machines(
+        3, {"lesson": STEPS[3]}, tmp_path, launcher="torchrun", machine_env=slurm_task
+    )["lesson"]
     check_inside(tmp_path / "lesson", 2)
     same_as_the_readme_command(run, readme_run)
 
@@ -111,6 +138,7 @@ def test_torchrun_on_two_nodes_over_loopback_equals_accelerate_launch(tmp_path, 
 def test_the_plain_loop_launched_on_two_processes_is_refused(tmp_path, monkeypatch, capsys):
     # what torchrun --nproc_per_node 2 step1_plain_loop/train.py leaves in each process
     import runpy
+
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_RANK", "0")  # a launcher's process (torchrun sets it)
@@ -119,55 +147,84 @@ def test_the_plain_loop_launched_on_two_processes_is_refused(tmp_path, monkeypat
     step = runpy.run_path(str(STEPS[1]), run_name="step1")
     with pytest.raises(SystemExit) as stop:
         step["main"]()
-    assert str(stop.value).startswith("error: this script was launched as 2 processes, but it "
-                                      "is the plain loop")
+    assert str(stop.value).startswith(
+        "error: this script was launched as 2 processes, but it is the plain loop"
+    )
     assert not (tmp_path / "metrics.json").exists()
 
 
 TYPED = ["torchrun", "--nproc_per_node", "2", "step3_distributed_eval/train.py"]
 
 
-@pytest.mark.parametrize("gpus,use_cpu,expected", [
-    # no GPU: Accelerate joins the processes on the CPU only when told
-    (0, False, "2 processes were launched on a machine without a GPU, and without "
-               "ACCELERATE_USE_CPU=1 Accelerate makes each of them a run of its own, on all the "
-               "data; run: ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 "
-               "step3_distributed_eval/train.py"),
-    (0, True, None),
-    # one GPU, two processes: on the GPU as one process, or on the CPU with the GPU hidden
-    (1, False, "2 processes were launched on this machine, but it has 1 GPU, and each process "
-               "needs a GPU of its own; run on the CPU: CUDA_VISIBLE_DEVICES= "
-               "ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 "
-               "step3_distributed_eval/train.py; or on the GPU: python "
-               "step3_distributed_eval/train.py"),
-    (1, True, "these 2 processes run on the CPU (ACCELERATE_USE_CPU=1) but see 1 GPU, and "
-              "Accelerate's barrier asks for GPU <local rank> even for them; run on the CPU: "
-              "CUDA_VISIBLE_DEVICES= ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 "
-              "step3_distributed_eval/train.py; or on the GPU: python "
-              "step3_distributed_eval/train.py"),
-    (2, False, None),  # one GPU each: Accelerate's own multi-GPU group (nccl)
-    (3, True, "these 2 processes run on the CPU (ACCELERATE_USE_CPU=1) but see 3 GPUs, and "
-              "Accelerate's barrier asks for GPU <local rank> even for them; run on the CPU: "
-              "CUDA_VISIBLE_DEVICES= ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 "
-              "step3_distributed_eval/train.py; or on the GPU: torchrun --nproc_per_node 3 "
-              "step3_distributed_eval/train.py"),
-])
-def test_the_launch_check_against_the_gpus_of_the_machine(monkeypatch, capsys, gpus, use_cpu,
-                                                          expected):
+@pytest.mark.parametrize(
+    "gpus,use_cpu,expected",
+    [
+        # no GPU: Accelerate joins the processes on the CPU only when told
+        (
+            0,
+            False,
+            "2 processes were launched on a machine without a GPU, and without "
+            "ACCELERATE_USE_CPU=1 Accelerate makes each of them a run of its own, on all the "
+            "data; run: ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 "
+            "step3_distributed_eval/train.py",
+        ),
+        (0, True, None),
+        # one GPU, two processes: on the GPU as one process, or on the CPU with the GPU hidden
+        (
+            1,
+            False,
+            "2 processes were launched on this machine, but it has 1 GPU, and each process "
+            "needs a GPU of its own; run on the CPU: CUDA_VISIBLE_DEVICES= "
+            "ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 "
+            "step3_distributed_eval/train.py; or on the GPU: python "
+            "step3_distributed_eval/train.py",
+        ),
+        (
+            1,
+            True,
+            "these 2 processes run on the CPU (ACCELERATE_USE_CPU=1) but see 1 GPU, and "
+            "Accelerate's barrier asks for GPU <local rank> even for them; run on the CPU: "
+            "CUDA_VISIBLE_DEVICES= ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 "
+            "step3_distributed_eval/train.py; or on the GPU: python "
+            "step3_distributed_eval/train.py",
+        ),
+        (2, False, None),  # one GPU each: Accelerate's own multi-GPU group (nccl)
+        (
+            3,
+            True,
+            "these 2 processes run on the CPU (ACCELERATE_USE_CPU=1) but see 3 GPUs, and "
+            "Accelerate's barrier asks for GPU <local rank> even for them; run on the CPU: "
+            "CUDA_VISIBLE_DEVICES= ACCELERATE_USE_CPU=1 torchrun --nproc_per_node 2 "
+            "step3_distributed_eval/train.py; or on the GPU: torchrun --nproc_per_node 3 "
+            "step3_distributed_eval/train.py",
+        ),
+    ],
+)
+def test_the_launch_check_against_the_gpus_of_the_machine(
+    monkeypatch, capsys, gpus, use_cpu, expected
+):
     # simulated: the GPU count and the launcher's command line are faked; the check only
     # looks: it changes no variable of the environment, and prints nothing when all is right
     from common import launch
+
     monkeypatch.setenv("ACCELERATE_USE_CPU", "1" if use_cpu else "")
     for name in ("MASTER_ADDR", "ACCELERATE_DYNAMO_BACKEND", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
-    for name, value in {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "LOCAL_RANK": "0",
-                        "RANK": "0"}.items():
+    for name, value in {
+        "WORLD_SIZE": "2",
+        "LOCAL_WORLD_SIZE": "2",
+        "LOCAL_RANK": "0",
+        "RANK": "0",
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(sys, "argv", TYPED[3:])
     monkeypatch.setattr(launch, "gpus_here", lambda: gpus)
     monkeypatch.setattr(launch, "xla_installed", lambda: False)
-    monkeypatch.setattr(launch, "the_launcher", lambda: (
-        [sys.executable, "/home/student/.venv/bin/torchrun", *TYPED[1:]], {}))
+    monkeypatch.setattr(
+        launch,
+        "the_launcher",
+        lambda: ([sys.executable, "/home/student/.venv/bin/torchrun", *TYPED[1:]], {}),
+    )
     before = dict(os.environ)
     assert launch.launch_problem(script_joins_processes=True) == expected
     assert dict(os.environ) == before and capsys.readouterr().out == ""
@@ -180,30 +237,68 @@ CPU = {"ACCELERATE_USE_CPU": "1", **ONE}
 GPU = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}  # deterministic cuBLAS, with --deterministic
 
 
-@pytest.mark.parametrize("gpus,tpu,launches", [
-    (0, False, {1: ("python", 1, ONE), 2: ("python", 1, ONE),
-                3: ("accelerate launch", 2, CPU), 4: ("notebook_launcher", 2, ONE)}),
-    # one GPU: the CPU processes of steps 3 and 4 are not shown it (CUDA_VISIBLE_DEVICES= in
-    # their command, as common/launch.py asks)
-    (1, False, {1: ("python", 1, GPU), 2: ("python", 1, GPU),
+@pytest.mark.parametrize(
+    "gpus,tpu,launches",
+    [
+        (
+            0,
+            False,
+            {
+                1: ("python", 1, ONE),
+                2: ("python", 1, ONE),
+                3: ("accelerate launch", 2, CPU),
+                4: ("notebook_launcher", 2, ONE),
+            },
+        ),
+        # one GPU: the CPU processes of steps 3 and 4 are not shown it (CUDA_VISIBLE_DEVICES= in
+        # their command, as common/launch.py asks)
+        (
+            1,
+            False,
+            {
+                1: ("python", 1, GPU),
+                2: ("python", 1, GPU),
                 3: ("accelerate launch", 2, {**CPU, "CUDA_VISIBLE_DEVICES": ""}),
-                4: ("notebook_launcher", 2, {**CPU, "CUDA_VISIBLE_DEVICES": ""})}),
-    (2, False, {1: ("python", 1, GPU), 2: ("python", 1, GPU),
-                3: ("accelerate launch", 2, {}), 4: ("notebook_launcher", 2, {})}),
-    (8, False, {3: ("accelerate launch", 2, {}), 4: ("notebook_launcher", 2, {})}),
-    (0, True, {1: ("python", 1, {**ONE, "USE_TORCH_XLA": "0"}),
-               3: ("accelerate launch", 2, {**CPU, "USE_TORCH_XLA": "0"}),
-               4: ("notebook_launcher", 0, {"PJRT_DEVICE": "TPU"})}),
-    # a TPU machine whose environment has no torch_xla (make course's .venv): step 4 on CPU
-    # processes, PJRT_DEVICE emptied so that notebook_launcher does not take its TPU branch
-    (0, "no torch_xla", {4: ("notebook_launcher", 2, {**ONE, "USE_TORCH_XLA": "0",
-                                                      "PJRT_DEVICE": ""})}),
-])
+                4: ("notebook_launcher", 2, {**CPU, "CUDA_VISIBLE_DEVICES": ""}),
+            },
+        ),
+        (
+            2,
+            False,
+            {
+                1: ("python", 1, GPU),
+                2: ("python", 1, GPU),
+                3: ("accelerate launch", 2, {}),
+                4: ("notebook_launcher", 2, {}),
+            },
+        ),
+        (8, False, {3: ("accelerate launch", 2, {}), 4: ("notebook_launcher", 2, {})}),
+        (
+            0,
+            True,
+            {
+                1: ("python", 1, {**ONE, "USE_TORCH_XLA": "0"}),
+                3: ("accelerate launch", 2, {**CPU, "USE_TORCH_XLA": "0"}),
+                4: ("notebook_launcher", 0, {"PJRT_DEVICE": "TPU"}),
+            },
+        ),
+        # a TPU machine whose environment has no torch_xla (make course's .venv): step 4 on CPU
+        # processes, PJRT_DEVICE emptied so that notebook_launcher does not take its TPU branch
+        (
+            0,
+            "no torch_xla",
+            {4: ("notebook_launcher", 2, {**ONE, "USE_TORCH_XLA": "0", "PJRT_DEVICE": ""})},
+        ),
+    ],
+)
 def test_the_launch_plan_for_each_kind_of_machine(gpus, tpu, launches):
     planned = course_commands(gpus, bool(tpu), xla=tpu is True, tpu_branch=tpu is True)
     for step, (launcher, processes, env) in launches.items():
-        assert (planned[step].launcher, planned[step].processes, planned[step].env) == \
-            (launcher, processes, env), step
+        assert (planned[step].launcher, planned[step].processes, planned[step].env) == (
+            launcher,
+            processes,
+            env,
+        ), step
     if gpus == 1:
         assert "one GPU cannot take 2 processes" in planned[3].where
     # on a GPU, steps 1 and 2 run with deterministic kernels (else they cannot be identical)
@@ -215,8 +310,11 @@ def test_the_launch_plan_for_each_kind_of_machine(gpus, tpu, launches):
     # on 2 GPUs and more, one process per GPU up to the number asked
     assert course_commands(8, processes=4)[3].processes == 4
     assert course_commands(3, processes=4)[3].processes == 3
-    assert course_commands(0, launcher="torchrun")[3].command[:3] == \
-        [sys.executable, "-m", "torch.distributed.run"]
+    assert course_commands(0, launcher="torchrun")[3].command[:3] == [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+    ]
 
 
 def test_a_tpu_vm_outside_colab_and_kaggle_runs_step4_on_the_cpu_and_says_why():
@@ -232,12 +330,19 @@ def test_a_tpu_vm_outside_colab_and_kaggle_runs_step4_on_the_cpu_and_says_why():
 
 # stopped runs ----------------------------------------------------------------------------
 
+
 def start_and_stop(command, tmp_path, sig, whole_group=True, **env):
     """Start a run, wait until training shows progress (its bar of 690 optimizer steps: 2
     processes, 3 epochs), send it sig (to its whole process group, as Ctrl-C in a terminal
     does); return (exit code, output, processes left)."""
-    process = subprocess.Popen(command, cwd=REPO, env=offline_env(**env), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=offline_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     seen = b""
     deadline = time.time() + 120
     while b"/690 [" not in seen and time.time() < deadline:
@@ -258,18 +363,27 @@ def start_and_stop(command, tmp_path, sig, whole_group=True, **env):
 
 @pytest.mark.runs
 def test_ctrl_c_on_a_two_process_launch_stops_everything_and_says_so(tmp_path):
-    command = accelerate_launch(2) + ["--main_process_port", str(free_port()),
-                                      str(STEPS[3]), "--output-dir", str(tmp_path)]
-    code, output, left = start_and_stop(command, tmp_path, signal.SIGINT,
-                                        ACCELERATE_USE_CPU="1")
+    command = accelerate_launch(2) + [
+        "--main_process_port",
+        str(free_port()),
+        str(STEPS[3]),
+        "--output-dir",
+        str(tmp_path),
+    ]
+    code, output, left = start_and_stop(command, tmp_path, signal.SIGINT, ACCELERATE_USE_CPU="1")
     assert code != 0
     stopped = sorted(line for line in output.splitlines() if line.startswith("stopped by"))
     # each process in one line (accelerate's launcher hands the Ctrl-C on to its processes),
     # then the launcher's own report (torch elastic's SignalException)
-    assert stopped == [f"stopped by Ctrl-C (SIGINT) before the end of the run (process {rank} "
-                       "of 2): no metrics were written" for rank in (0, 1)]
-    assert "SignalException" in output.split(stopped[-1], 1)[-1] or \
-        "SignalException" in output.split(stopped[0], 1)[-1]
+    assert stopped == [
+        f"stopped by Ctrl-C (SIGINT) before the end of the run (process {rank} "
+        "of 2): no metrics were written"
+        for rank in (0, 1)
+    ]
+    assert (
+        "SignalException" in output.split(stopped[-1], 1)[-1]
+        or "SignalException" in output.split(stopped[0], 1)[-1]
+    )
     assert not (tmp_path / "metrics.json").exists()
     assert not list(tmp_path.glob(".metrics-*"))
     assert left == []  # no process of the launch is left
@@ -310,13 +424,19 @@ raise RuntimeError("[gloo/transport/tcp/pair.cc:553] Connection closed by peer "
 
 
 @pytest.mark.runs
-@pytest.mark.parametrize("case,script", [("inside a weakref callback", CTRL_C_IN_A_CALLBACK),
-                                         ("while reporting an error", CTRL_C_WHILE_REPORTING)])
+@pytest.mark.parametrize(
+    "case,script",
+    [
+        ("inside a weakref callback", CTRL_C_IN_A_CALLBACK),
+        ("while reporting an error", CTRL_C_WHILE_REPORTING),
+    ],
+)
 def test_ctrl_c_at_an_awkward_moment_still_ends_the_run_as_stopped(case, script):
     result = run_command([sys.executable, "-c", script])
     assert result.returncode == 128 + signal.SIGINT, result.stderr[-2000:]
-    assert result.stderr.strip().splitlines() == ["stopped by Ctrl-C (SIGINT) before the end "
-                                                  "of the run: no metrics were written"]
+    assert result.stderr.strip().splitlines() == [
+        "stopped by Ctrl-C (SIGINT) before the end of the run: no metrics were written"
+    ]
     assert "went on" not in result.stdout
 
 
@@ -324,15 +444,17 @@ def test_ctrl_c_at_an_awkward_moment_still_ends_the_run_as_stopped(case, script)
 def test_sigterm_on_notebook_launcher_stops_its_processes_and_says_so(tmp_path):
     # SIGTERM (kill, a job scheduler) to the one process that was started, step 4's: it stops
     # the processes notebook_launcher forked, says so in one line, and leaves nothing
-    command = [sys.executable, str(STEPS[4]), "--num-processes", "2", "--output-dir",
-               str(tmp_path)]
+    command = [sys.executable, str(STEPS[4]), "--num-processes", "2", "--output-dir", str(tmp_path)]
     code, output, left = start_and_stop(command, tmp_path, signal.SIGTERM, whole_group=False)
     assert code != 0
     # torch elastic, inside notebook_launcher, stops the 2 processes it forked; each says so in
     # its line, then notebook_launcher's own report (SignalException) ends the launching process
     stopped = sorted(line for line in output.splitlines() if line.startswith("stopped by"))
-    assert stopped == [f"stopped by SIGTERM before the end of the run (process {rank} of 2): "
-                       "no metrics were written" for rank in (0, 1)]
+    assert stopped == [
+        f"stopped by SIGTERM before the end of the run (process {rank} of 2): "
+        "no metrics were written"
+        for rank in (0, 1)
+    ]
     assert "SignalException" in output
     assert not (tmp_path / "metrics.json").exists() and left == []
 
@@ -342,22 +464,27 @@ def test_step4_on_a_port_another_program_holds_is_refused_in_one_line(tmp_path):
     # a student's --port that another run (or another user's) listens on: torch's store
     # cannot listen there; the step says which port and how to get a free one
     import socket
+
     with socket.socket() as holder:
         holder.bind(("", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        result = run_step(4, tmp_path, "--num-processes", "2", "--max-train-steps", "2",
-                          "--port", str(port))
+        result = run_step(
+            4, tmp_path, "--num-processes", "2", "--max-train-steps", "2", "--port", str(port)
+        )
     output = result.stdout + result.stderr
     assert result.returncode == 1
-    assert one_error_line(output) == (f"error: port {port} is taken on this machine (another "
-                                      "run, or another user's, listens on it); run again with "
-                                      "--port 0 to use a free port")
+    assert one_error_line(output) == (
+        f"error: port {port} is taken on this machine (another "
+        "run, or another user's, listens on it); run again with "
+        "--port 0 to use a free port"
+    )
     assert "Traceback" not in output
     assert not (tmp_path / "metrics.json").exists()
 
 
 # step 4's own launch: notebook_launcher, on machines that are not this one (simulated) -----
+
 
 class FakeIPython:
     """What sys.modules["IPython"] looks like to accelerate inside a Colab notebook."""
@@ -367,20 +494,32 @@ class FakeIPython:
         return "<google.colab._shell.Shell object>"
 
 
-@pytest.mark.parametrize("where,env,colab,expected", [
-    ("a terminal", {}, False, True),
-    ("a Kaggle notebook", {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, False, True),
-    ("a Colab notebook", {}, True, False),  # fewer than 2 GPUs: in this process
-    ("a Kaggle TPU", {"KAGGLE_KERNEL_RUN_TYPE": "Interactive", "PJRT_DEVICE": "TPU"}, False, False),
-])
+@pytest.mark.parametrize(
+    "where,env,colab,expected",
+    [
+        ("a terminal", {}, False, True),
+        ("a Kaggle notebook", {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, False, True),
+        ("a Colab notebook", {}, True, False),  # fewer than 2 GPUs: in this process
+        (
+            "a Kaggle TPU",
+            {"KAGGLE_KERNEL_RUN_TYPE": "Interactive", "PJRT_DEVICE": "TPU"},
+            False,
+            False,
+        ),
+    ],
+)
 @pytest.mark.runs
-def test_the_course_reads_notebook_launchers_branch_as_accelerate_takes_it(monkeypatch, where,
-                                                                           env, colab, expected):
+def test_the_course_reads_notebook_launchers_branch_as_accelerate_takes_it(
+    monkeypatch, where, env, colab, expected
+):
     # the course's copy of notebook_launcher's choice (common/launch.py) against the real one:
     # does notebook_launcher(fn, num_processes=2) start processes here, or call fn in this one?
     import os
+
     from accelerate import notebook_launcher
+
     from common import launch
+
     for name in [n for n in os.environ if n.startswith("KAGGLE")] + ["PJRT_DEVICE", "TPU_NAME"]:
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
@@ -393,31 +532,36 @@ def test_the_course_reads_notebook_launchers_branch_as_accelerate_takes_it(monke
     monkeypatch.setenv("MASTER_PORT", str(free_port()))
     calls = []
     parent = os.getpid()
-    notebook_launcher(lambda: calls.append(os.getpid()), num_processes=2,
-                      use_port=str(free_port()))
+    notebook_launcher(lambda: calls.append(os.getpid()), num_processes=2, use_port=str(free_port()))
     # in this process, calls holds this pid; forked processes leave this list empty
     assert (calls != [parent]) is expected, where
 
 
-@pytest.mark.parametrize("gpus,env,platform,expected", [
-    (1, {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, "linux", "fewer"),  # Kaggle, 1 GPU
-    (1, {}, "linux", "fewer"),  # a workstation with one GPU
-    (3, {}, "linux", "fewer"),  # 3 GPUs, 4 processes asked below
-    (2, {"ACCELERATE_USE_CPU": "1"}, "linux", "seen"),  # CPU processes that would see GPUs
-    (4, {}, "linux", None),  # one GPU each
-    (0, {}, "linux", None),  # no GPU: the step's Accelerator(cpu=True) joins them with gloo
-    (0, {}, "win32", "windows"),
-])
-def test_step4s_launch_with_fewer_gpus_than_processes_names_both_commands(monkeypatch, capsys,
-                                                                         gpus, env, platform,
-                                                                         expected):
+@pytest.mark.parametrize(
+    "gpus,env,platform,expected",
+    [
+        (1, {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, "linux", "fewer"),  # Kaggle, 1 GPU
+        (1, {}, "linux", "fewer"),  # a workstation with one GPU
+        (3, {}, "linux", "fewer"),  # 3 GPUs, 4 processes asked below
+        (2, {"ACCELERATE_USE_CPU": "1"}, "linux", "seen"),  # CPU processes that would see GPUs
+        (4, {}, "linux", None),  # one GPU each
+        (0, {}, "linux", None),  # no GPU: the step's Accelerator(cpu=True) joins them with gloo
+        (0, {}, "win32", "windows"),
+    ],
+)
+def test_step4s_launch_with_fewer_gpus_than_processes_names_both_commands(
+    monkeypatch, capsys, gpus, env, platform, expected
+):
     # simulated: the GPU count is faked; with CUDA_VISIBLE_DEVICES= the step's own
     # Accelerator(cpu=...) line finds no GPU and joins the processes on the CPU (run here by
     # the lesson's runs, where there is none)
     from common import launch
+
     n = 4 if gpus == 3 else 2
-    for name in [k for k in os.environ if k.startswith("KAGGLE")] + ["ACCELERATE_USE_CPU",
-                                                                     "CUDA_VISIBLE_DEVICES"]:
+    for name in [k for k in os.environ if k.startswith("KAGGLE")] + [
+        "ACCELERATE_USE_CPU",
+        "CUDA_VISIBLE_DEVICES",
+    ]:
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -428,19 +572,27 @@ def test_step4s_launch_with_fewer_gpus_than_processes_names_both_commands(monkey
     problem = launch.start_problem(n)
     assert dict(os.environ) == before and capsys.readouterr().out == ""
     seen = f"{gpus} GPU{'s' if gpus > 1 else ''}"
-    commands = (f"; on the GPU: python step4_tpu_notebook/train.py --num-processes {gpus}; or "
-                f"{n} processes on the CPU: CUDA_VISIBLE_DEVICES= python "
-                f"step4_tpu_notebook/train.py --num-processes {n}")
+    commands = (
+        f"; on the GPU: python step4_tpu_notebook/train.py --num-processes {gpus}; or "
+        f"{n} processes on the CPU: CUDA_VISIBLE_DEVICES= python "
+        f"step4_tpu_notebook/train.py --num-processes {n}"
+    )
     if expected == "windows":
-        assert problem.startswith("notebook_launcher starts its 2 processes by forking, which "
-                                  "Windows cannot do; run with --num-processes 1, or on Windows, "
-                                  "run the course in WSL")
+        assert problem.startswith(
+            "notebook_launcher starts its 2 processes by forking, which "
+            "Windows cannot do; run with --num-processes 1, or on Windows, "
+            "run the course in WSL"
+        )
     elif expected == "fewer":
-        assert problem == (f"{n} processes asked for and {seen} here, and each process needs a "
-                           f"GPU of its own{commands}")
+        assert problem == (
+            f"{n} processes asked for and {seen} here, and each process needs a "
+            f"GPU of its own{commands}"
+        )
     elif expected == "seen":
-        assert problem == (f"ACCELERATE_USE_CPU=1 puts the {n} processes on the CPU, but they "
-                           f"would see {seen}, and Accelerate's barrier asks for GPU <local "
-                           f"rank> even for them{commands}")
+        assert problem == (
+            f"ACCELERATE_USE_CPU=1 puts the {n} processes on the CPU, but they "
+            f"would see {seen}, and Accelerate's barrier asks for GPU <local "
+            f"rank> even for them{commands}"
+        )
     else:
         assert problem is None

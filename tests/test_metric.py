@@ -15,6 +15,7 @@ def metric():
     # pipelines), and every session pays a module's top-level imports when it collects it,
     # make test STEP=N too, which runs none of these tests
     import evaluate
+
     return evaluate.load(GLUE_MRPC_METRIC)
 
 
@@ -34,7 +35,8 @@ def test_compute_matches_scikit_learn(metric, predictions, references):
     # the same ratios of small integers, computed in a different order: equal to 1e-12
     assert result["accuracy"] == pytest.approx(accuracy_score(references, predictions), abs=1e-12)
     assert result["f1"] == pytest.approx(
-        f1_score(references, predictions, zero_division=0.0), abs=1e-12)
+        f1_score(references, predictions, zero_division=0.0), abs=1e-12
+    )
 
 
 def test_add_batch_with_tensors_equals_one_compute(metric):
@@ -42,8 +44,10 @@ def test_add_batch_with_tensors_equals_one_compute(metric):
     predictions = [rng.randint(0, 1) for _ in range(50)]
     references = [rng.randint(0, 1) for _ in range(50)]
     for start in range(0, 50, 8):  # batches of 8 tensors, as the training loops add them
-        metric.add_batch(predictions=torch.tensor(predictions[start:start + 8]),
-                         references=torch.tensor(references[start:start + 8]))
+        metric.add_batch(
+            predictions=torch.tensor(predictions[start : start + 8]),
+            references=torch.tensor(references[start : start + 8]),
+        )
     assert metric.compute() == metric.compute(predictions=predictions, references=references)
 
 

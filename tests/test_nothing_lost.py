@@ -19,8 +19,8 @@ from contextlib import contextmanager
 
 import psutil
 import pytest
-
 from conftest import REPO, STEPS, offline_env, read_metrics, run_command, step_command
+
 from accelerate_course.commands import accelerate_launch
 
 pytestmark = pytest.mark.runs
@@ -43,8 +43,9 @@ def sha256(path):
 def bad_dataset(folder):
     """A dataset folder whose third training pair has the label 2."""
     folder.mkdir(parents=True)
-    rows = [{"sentence1": "Shares rose.", "sentence2": "Stocks rose.", "label": i % 2}
-            for i in range(6)]
+    rows = [
+        {"sentence1": "Shares rose.", "sentence2": "Stocks rose.", "label": i % 2} for i in range(6)
+    ]
     rows[2]["label"] = 2
     for split in ("train", "validation"):
         (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -55,8 +56,11 @@ def bad_dataset(folder):
 def tmpfs(folder, options):
     """Mount a tmpfs of this machine at folder (root only); skip the test where it cannot."""
     folder.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
@@ -67,53 +71,90 @@ def tmpfs(folder, options):
 
 # make course ------------------------------------------------------------------------------
 
+
 def test_a_typo_after_a_finished_run_keeps_its_results(tmp_path):
     out = tmp_path / "course"
     finished = run([*RUNNER, "--steps", "1", "--max-train-steps", "3", "--output-dir", str(out)])
     assert finished.returncode == 0, finished.stdout[-2000:]
     before = sha256(out / "step1" / "metrics.json")
     start = time.monotonic()
-    typo = run([*RUNNER, "--steps", "1", "--max-train-steps", "3", "--output-dir", str(out),
-                "--dataset", "my-mrpc-typo"])
+    typo = run(
+        [
+            *RUNNER,
+            "--steps",
+            "1",
+            "--max-train-steps",
+            "3",
+            "--output-dir",
+            str(out),
+            "--dataset",
+            "my-mrpc-typo",
+        ]
+    )
     seconds = time.monotonic() - start
-    print(f"\nmetrics.json before the typo: {before}\n             after the typo:  "
-          f"{sha256(out / 'step1' / 'metrics.json')}\nthe typo's run: exit {typo.returncode} "
-          f"after {seconds:.1f} s: {last_line(typo)}")
+    print(
+        f"\nmetrics.json before the typo: {before}\n             after the typo:  "
+        f"{sha256(out / 'step1' / 'metrics.json')}\nthe typo's run: exit {typo.returncode} "
+        f"after {seconds:.1f} s: {last_line(typo)}"
+    )
     assert typo.returncode == 1
     assert (typo.stdout + typo.stderr).strip().splitlines() == [
         "error: unknown dataset 'my-mrpc-typo': use 'embedded' (the default), 'embedded-sst2', "
         "'glue' ('glue-mrpc'), 'glue-sst2', or a folder with train and validation files (csv, "
-        "json/jsonl or parquet, or GLUE's .tsv)"]  # no plan, no table: the flags come first
+        "json/jsonl or parquet, or GLUE's .tsv)"
+    ]  # no plan, no table: the flags come first
     assert sha256(out / "step1" / "metrics.json") == before
 
 
 def test_a_failed_step_keeps_the_earlier_results_and_its_own_log_apart(tmp_path):
     out = tmp_path / "course"
-    assert run([*RUNNER, "--steps", "1", "--max-train-steps", "3", "--output-dir",
-                str(out)]).returncode == 0
+    assert (
+        run(
+            [*RUNNER, "--steps", "1", "--max-train-steps", "3", "--output-dir", str(out)]
+        ).returncode
+        == 0
+    )
     before = {p.relative_to(out): sha256(p) for p in (out / "step1").rglob("*") if p.is_file()}
     # a step that fails after it started: a checkpoint whose weights file was cut in half
     # (as a download stopped halfway leaves it) is read inside the step
     from common.checkpoint import EMBEDDED_CHECKPOINT
+
     half = tmp_path / "half"
     shutil.copytree(EMBEDDED_CHECKPOINT, half)
     weights = (half / "model.safetensors").read_bytes()
-    (half / "model.safetensors").write_bytes(weights[:len(weights) // 2])
-    failed = run([*RUNNER, "--steps", "1", "--max-train-steps", "3", "--output-dir", str(out),
-                  "--checkpoint", str(half)])
+    (half / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+    failed = run(
+        [
+            *RUNNER,
+            "--steps",
+            "1",
+            "--max-train-steps",
+            "3",
+            "--output-dir",
+            str(out),
+            "--checkpoint",
+            str(half),
+        ]
+    )
     assert failed.returncode == 1
     assert f"see {out / 'step1.failed' / 'train.log'}" in failed.stdout
-    assert {p.relative_to(out): sha256(p) for p in (out / "step1").rglob("*")
-            if p.is_file()} == before
+    assert {
+        p.relative_to(out): sha256(p) for p in (out / "step1").rglob("*") if p.is_file()
+    } == before
     assert "incomplete metadata" in (out / "step1.failed" / "train.log").read_text()
     assert not (out / "step1.running").exists()
 
 
 def test_a_second_course_command_in_the_same_folder_refuses_in_one_line(tmp_path):
     out = tmp_path / "course"
-    first = subprocess.Popen([*RUNNER, "--steps", "1", "--max-train-steps", "20", "--output-dir",
-                              str(out)], cwd=REPO, env=offline_env(), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+    first = subprocess.Popen(
+        [*RUNNER, "--steps", "1", "--max-train-steps", "20", "--output-dir", str(out)],
+        cwd=REPO,
+        env=offline_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not (out / "step1.running" / "train.log").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -121,17 +162,31 @@ def test_a_second_course_command_in_the_same_folder_refuses_in_one_line(tmp_path
     output, _ = first.communicate(timeout=300)
     assert second.returncode == 1
     lines = (second.stdout + second.stderr).strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: make course (process {first.pid}, "
-                                                   "started at "), lines
-    assert lines[0].endswith(f"is writing into {out}; wait for it to end, or pass another "
-                             'folder: make course ARGS="--output-dir outputs/course2"')
+    assert len(lines) == 1 and lines[0].startswith(
+        f"error: make course (process {first.pid}, started at "
+    ), lines
+    assert lines[0].endswith(
+        f"is writing into {out}; wait for it to end, or pass another "
+        'folder: make course ARGS="--output-dir outputs/course2"'
+    )
     assert first.returncode == 0, output[-2000:]  # the first finished as if alone
     assert len(read_metrics(out / "step1")["train_losses"]) == 20
 
 
 def test_a_setting_of_the_environment_that_changes_the_numbers_is_named(tmp_path):
-    result = run([*RUNNER, "--steps", "1", "2", "--max-train-steps", "3", "--output-dir",
-                  str(tmp_path / "course")], ACCELERATE_MIXED_PRECISION="bf16")
+    result = run(
+        [
+            *RUNNER,
+            "--steps",
+            "1",
+            "2",
+            "--max-train-steps",
+            "3",
+            "--output-dir",
+            str(tmp_path / "course"),
+        ],
+        ACCELERATE_MIXED_PRECISION="bf16",
+    )
     assert result.returncode == 1
     row = next(line for line in result.stdout.splitlines() if line.startswith("2 "))
     # bf16's products round otherwise: the losses differ (which other fields do as well
@@ -140,13 +195,18 @@ def test_a_setting_of_the_environment_that_changes_the_numbers_is_named(tmp_path
     assert ") with ACCELERATE_MIXED_PRECISION=bf16  " in row, row
     # and the weights step 2 saved are not step 1's
     assert row.endswith("408 / 408 equal; OTHER weights as step 1's"), row
-    assert ("  note: ACCELERATE_MIXED_PRECISION=bf16 is set in this environment: the steps that "
-            "make an Accelerator read it (step 1 does not)") in result.stdout
-    assert "ACCELERATE_MIXED_PRECISION=bf16 is set in this environment: the steps that make an " \
-           "Accelerator read it, step 1 does not" in result.stdout.splitlines()[-1]
+    assert (
+        "  note: ACCELERATE_MIXED_PRECISION=bf16 is set in this environment: the steps that "
+        "make an Accelerator read it (step 1 does not)"
+    ) in result.stdout
+    assert (
+        "ACCELERATE_MIXED_PRECISION=bf16 is set in this environment: the steps that make an "
+        "Accelerator read it, step 1 does not" in result.stdout.splitlines()[-1]
+    )
 
 
 # disks ------------------------------------------------------------------------------------
+
 
 def test_a_full_disk_is_refused_before_anything_trains(tmp_path):
     with tmpfs(tmp_path / "disk", "size=1m") as disk:
@@ -156,12 +216,15 @@ def test_a_full_disk_is_refused_before_anything_trains(tmp_path):
         assert (result.stdout + result.stderr).strip().splitlines() == [
             f"error: --output-dir {disk / 'out'} has 64 KiB free, and a run's results (the "
             "trained model and metrics.json) need up to 3822 KiB; free some space or pass a "
-            "folder on another disk"]
+            "folder on another disk"
+        ]
 
 
 def test_results_that_do_not_fit_end_in_one_line_and_keep_the_earlier_ones(tmp_path):
-    from common.output import write_metrics
     from argparse import Namespace
+
+    from common.output import write_metrics
+
     with tmpfs(tmp_path / "disk", "size=256k") as disk:
         (disk / "out").mkdir()
         (disk / "out" / "metrics.json").write_text('{"accuracy": 0.5}\n')
@@ -171,7 +234,8 @@ def test_results_that_do_not_fit_end_in_one_line_and_keep_the_earlier_ones(tmp_p
         assert str(stop.value) == (
             f"error: {disk / 'out' / 'metrics.json'} could not be written (No space left on "
             "device): the run's results are lost, an earlier metrics.json there is as it was; "
-            "free some space or pass another --output-dir")
+            "free some space or pass another --output-dir"
+        )
         assert (disk / "out" / "metrics.json").read_text() == '{"accuracy": 0.5}\n'
         assert sorted(p.name for p in (disk / "out").iterdir()) == ["metrics.json"]
 
@@ -184,27 +248,37 @@ def test_a_read_only_folder_is_refused_in_one_line(tmp_path):
         assert result.returncode == 1
         assert (result.stdout + result.stderr).strip().splitlines() == [
             f"error: --output-dir {flag} cannot be written (Read-only file system); pass a "
-            "folder you can write to, such as outputs/run1"]
+            "folder you can write to, such as outputs/run1"
+        ]
 
 
 def test_a_python_without_the_courses_packages_is_told_in_one_line(tmp_path):
     # another Python than the course's environment (a fresh venv, nothing installed in it), as
     # a student types python3 step1_plain_loop/train.py outside .venv
     import venv
+
     venv.create(tmp_path / "bare", with_pip=False)
     bare = tmp_path / "bare" / "bin" / "python"
     for step in sorted(STEPS):
-        result = subprocess.run([str(bare), str(STEPS[step])], cwd=REPO, capture_output=True,
-                                text=True, timeout=60, env=offline_env())
+        result = subprocess.run(
+            [str(bare), str(STEPS[step])],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=offline_env(),
+        )
         assert result.returncode == 1
         assert (result.stdout + result.stderr).strip().splitlines() == [
             "error: No module named 'evaluate': this Python is not the course's environment; "
             "run the course with .venv/bin/python (or after source .venv/bin/activate; if you "
             "did, make install says what is wrong with .venv), or in a notebook its setup cell "
-            "first"]
+            "first"
+        ]
 
 
 # launchers --------------------------------------------------------------------------------
+
 
 def test_a_bad_input_under_the_readme_launches_says_the_courses_line_first(tmp_path):
     # step 3 as the README launches it, step 4 as the README runs it: the course's one line,
@@ -212,18 +286,30 @@ def test_a_bad_input_under_the_readme_launches_says_the_courses_line_first(tmp_p
     # others), then the launcher's own report as the launcher prints it
     data = bad_dataset(tmp_path / "bad")
     flags = ["--dataset", str(data), "--output-dir", str(tmp_path / "out")]
-    launches = {3: (accelerate_launch(2) + [str(STEPS[3]), *flags], {"ACCELERATE_USE_CPU": "1"}),
-                4: ([sys.executable, str(STEPS[4]), *flags], {})}
-    started = {step: subprocess.Popen(words, cwd=REPO, env=offline_env(**env),
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-               for step, (words, env) in launches.items()}
+    launches = {
+        3: (accelerate_launch(2) + [str(STEPS[3]), *flags], {"ACCELERATE_USE_CPU": "1"}),
+        4: ([sys.executable, str(STEPS[4]), *flags], {}),
+    }
+    started = {
+        step: subprocess.Popen(
+            words,
+            cwd=REPO,
+            env=offline_env(**env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for step, (words, env) in launches.items()
+    }
     for step, process in started.items():
         output = process.communicate(timeout=300)[0]
         print(f"\nstep {step}, whole output:\n{output}")
         lines = [line for line in output.splitlines() if line.strip()]
         assert process.returncode == 1
-        line = (f"error: dataset folder {data}: train split, line 3 of train.jsonl: label 2 is "
-                "not 0 or 1 (MRPC's labels: 1 = paraphrase, 0 = not); write every label as 0 or 1")
+        line = (
+            f"error: dataset folder {data}: train split, line 3 of train.jsonl: label 2 is "
+            "not 0 or 1 (MRPC's labels: 1 = paraphrase, 0 = not); write every label as 0 or 1"
+        )
         assert [line for line in lines if line.startswith("error")] == [line]
         if step == 3:  # accelerate launch's report follows: torch elastic's ChildFailedError
             report = output.split(line, 1)[1]
@@ -245,58 +331,85 @@ def test_a_loss_that_turns_nan_in_a_launch_of_two_processes_is_named_once(tmp_pa
     launch = accelerate_launch(2) if step == 3 else [sys.executable]
     steps = {3: 50, 4: 20}[step]
     process = subprocess.Popen(
-        launch + [str(STEPS[step]), "--output-dir", str(out), "--lr", "5e5",
-                  "--max-train-steps", str(steps)],
-        cwd=REPO, env=offline_env(ACCELERATE_USE_CPU="1"), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        launch
+        + [
+            str(STEPS[step]),
+            "--output-dir",
+            str(out),
+            "--lr",
+            "5e5",
+            "--max-train-steps",
+            str(steps),
+        ],
+        cwd=REPO,
+        env=offline_env(ACCELERATE_USE_CPU="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     output = process.communicate(timeout=300)[0]
-    errors = [line[line.index("error: "):] for line in output.splitlines() if "error: " in line]
+    errors = [line[line.index("error: ") :] for line in output.splitlines() if "error: " in line]
     assert process.returncode == 1, output[-3000:]
-    assert errors == ["error: the loss of optimizer step 2 is nan: the training diverged, and "
-                      "nothing was saved; likely: --lr 500000 is far above fine-tuning's usual "
-                      "5e-5"], output[-3000:]
+    assert errors == [
+        "error: the loss of optimizer step 2 is nan: the training diverged, and "
+        "nothing was saved; likely: --lr 500000 is far above fine-tuning's usual "
+        "5e-5"
+    ], output[-3000:]
     assert output.index("error: ") < output.index("Traceback")  # the launcher's report after
     assert "ChildFailedError" in output
     assert ("| 3/50 [" not in output) if step == 3 else ("| 20/20 [" in output)
     assert not out.exists() or not any(out.iterdir())
-    assert not [p for p in psutil.process_iter(["cmdline"])
-                if str(out) in " ".join(p.info["cmdline"] or [])]
+    assert not [
+        p for p in psutil.process_iter(["cmdline"]) if str(out) in " ".join(p.info["cmdline"] or [])
+    ]
 
 
-def test_accelerate_launch_asked_for_two_processes_without_the_courses_config_is_refused(
-        tmp_path):
+def test_accelerate_launch_asked_for_two_processes_without_the_courses_config_is_refused(tmp_path):
     # the number of processes without --config_file or --multi_gpu: accelerate starts one
     out = tmp_path / "out"
     launch = [sys.executable, "-m", "accelerate.commands.launch"]
     one = run([*launch, "--num_processes", "2", str(STEPS[3]), "--output-dir", str(out)])
     assert one.returncode == 1
-    assert [line for line in (one.stdout + one.stderr).splitlines()
-            if line.startswith("error: ")] == [
+    assert [
+        line for line in (one.stdout + one.stderr).splitlines() if line.startswith("error: ")
+    ] == [
         "error: accelerate launch was asked for 2 processes but started this script as one "
         "process (without --multi_gpu, or a GPU for each process, it starts only one); run: "
         "ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml "
-        f"--num_processes 2 {STEPS[3]} --output-dir {out}"]
+        f"--num_processes 2 {STEPS[3]} --output-dir {out}"
+    ]
     assert not out.exists()
 
 
 def test_a_world_size_left_in_the_shell_is_refused_in_one_line(tmp_path):
-    result = run(step_command(3, tmp_path / "out", "--max-train-steps", "3"), WORLD_SIZE="2",
-                 RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="29999", timeout=120)
+    result = run(
+        step_command(3, tmp_path / "out", "--max-train-steps", "3"),
+        WORLD_SIZE="2",
+        RANK="0",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT="29999",
+        timeout=120,
+    )
     assert result.returncode == 1
     assert (result.stdout + result.stderr).strip().splitlines() == [
         "error: WORLD_SIZE=2 is set here, but no launcher started this script (launchers set "
         "LOCAL_RANK too): an export left in this shell? unset WORLD_SIZE RANK MASTER_ADDR "
         "MASTER_PORT; then the command again, or launch it; run: ACCELERATE_USE_CPU=1 accelerate "
         f"launch --config_file configs/cpu-2-processes.yaml --num_processes 2 {STEPS[3]} "
-        f"--output-dir {tmp_path / 'out'} --max-train-steps 3"]
+        f"--output-dir {tmp_path / 'out'} --max-train-steps 3"
+    ]
 
 
 def listens_on(process, port):
     """Whether the process, or one it started, listens on the TCP port."""
     try:
         family = [psutil.Process(process.pid), *psutil.Process(process.pid).children(True)]
-        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
-                   for member in family for c in member.net_connections("tcp"))
+        return any(
+            c.status == psutil.CONN_LISTEN and c.laddr.port == port
+            for member in family
+            for c in member.net_connections("tcp")
+        )
     except psutil.Error:
         return False
 
@@ -307,31 +420,61 @@ def test_a_launch_that_waits_for_a_machine_ends_on_ctrl_backslash(tmp_path):
     # which Python leaves to the system, ends it at once. torchrun and accelerate launch,
     # side by side (each mostly waits). Measured so, and written in docs/launching.md
     from common.cli import free_port
+
     started = {}
     for launcher in ("torchrun", "accelerate launch"):
         port = str(free_port())
         if launcher == "torchrun":
-            words = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
-                     "--node_rank", "0", "--nproc_per_node", "1", "--master_addr", "127.0.0.1",
-                     "--master_port", port]
+            words = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes",
+                "2",
+                "--node_rank",
+                "0",
+                "--nproc_per_node",
+                "1",
+                "--master_addr",
+                "127.0.0.1",
+                "--master_port",
+                port,
+            ]
         else:
-            words = accelerate_launch(2) + ["--num_machines", "2", "--machine_rank", "0",
-                                            "--main_process_ip", "127.0.0.1",
-                                            "--main_process_port", port]
+            words = accelerate_launch(2) + [
+                "--num_machines",
+                "2",
+                "--machine_rank",
+                "0",
+                "--main_process_ip",
+                "127.0.0.1",
+                "--main_process_port",
+                port,
+            ]
         log = tmp_path / f"{launcher}.out"
         with open(log, "w") as out:
             process = subprocess.Popen(
                 [*words, str(STEPS[3]), "--output-dir", str(tmp_path / launcher / "out")],
-                cwd=REPO, env=offline_env(ACCELERATE_USE_CPU="1"), stdout=out,
-                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                cwd=REPO,
+                env=offline_env(ACCELERATE_USE_CPU="1"),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
         started[launcher] = process, int(port), log
-    for launcher, (process, port, log) in started.items():
+    for process, port, _log in started.values():
         deadline = time.monotonic() + 120
         while not listens_on(process, port) and time.monotonic() < deadline:
             time.sleep(0.2)  # until it serves its rendezvous on the port: waiting for machine 1
     time.sleep(1)
-    families = {launcher: [process.pid, *(p.pid for p in psutil.Process(process.pid).children(
-        recursive=True))] for launcher, (process, _, _) in started.items()}
+    families = {
+        launcher: [
+            process.pid,
+            *(p.pid for p in psutil.Process(process.pid).children(recursive=True)),
+        ]
+        for launcher, (process, _, _) in started.items()
+    }
     for process, _, _ in started.values():
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C, as a terminal sends it
     time.sleep(5)
@@ -342,9 +485,14 @@ def test_a_launch_that_waits_for_a_machine_ends_on_ctrl_backslash(tmp_path):
     for launcher, (process, _, log) in started.items():
         process.wait(timeout=60)
         seconds = time.monotonic() - start
-        print(f"\n{launcher} ended {seconds:.1f} s after Ctrl-\\, exit {process.returncode}:\n"
-              f"{log.read_text().strip()}")
+        print(
+            f"\n{launcher} ended {seconds:.1f} s after Ctrl-\\, exit {process.returncode}:\n"
+            f"{log.read_text().strip()}"
+        )
         assert process.returncode == -signal.SIGQUIT  # a shell says 131
         assert seconds < 5
-        assert not [pid for pid in families[launcher] if psutil.pid_exists(pid)
-                    and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        assert not [
+            pid
+            for pid in families[launcher]
+            if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        ]

@@ -21,8 +21,15 @@ REPO = Path(__file__).resolve().parent.parent
 PAGES = ["README.md", *(f"{folder}/README.md" for folder in FOLDERS.values())]
 MEAN, LONGEST = 20, 40
 # idioms a plain word says better, as they were found on the pages and in the grader
-IDIOMS = ["one voice", "left the group", "unseen setting", "rubber stamp", "under the hood",
-          "out of the box", "for free"]
+IDIOMS = [
+    "one voice",
+    "left the group",
+    "unseen setting",
+    "rubber stamp",
+    "under the hood",
+    "out of the box",
+    "for free",
+]
 
 
 def prose(text):
@@ -31,8 +38,11 @@ def prose(text):
     text = re.sub(r"<!-- BEGIN (\w+).*?<!-- END \1 -->", "\n\n", text, flags=re.S)
     text = re.sub(r"```.*?```", "\n\n", text, flags=re.S)
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
-    kept = [line for line in text.splitlines()
-            if not line.lstrip().startswith(("#", "|", "![", "[![")) and "badge" not in line]
+    kept = [
+        line
+        for line in text.splitlines()
+        if not line.lstrip().startswith(("#", "|", "![", "[![")) and "badge" not in line
+    ]
     return "\n".join(kept)
 
 
@@ -55,13 +65,19 @@ def measure(path):
     """Return (sentences, mean words per sentence, longest, over 40) for a page."""
     found = sentences(Path(path).read_text())
     lengths = [len(words) for words in found] or [0]
-    return (len(found), sum(lengths) / len(lengths), max(lengths),
-            sum(1 for n in lengths if n > LONGEST))
+    return (
+        len(found),
+        sum(lengths) / len(lengths),
+        max(lengths),
+        sum(1 for n in lengths if n > LONGEST),
+    )
 
 
 def table(pages):
-    rows = ["| page | sentences | mean words per sentence | longest | over 40 words |",
-            "|---|---|---|---|---|"]
+    rows = [
+        "| page | sentences | mean words per sentence | longest | over 40 words |",
+        "|---|---|---|---|---|",
+    ]
     for page in pages:
         count, mean, longest, over = measure(REPO / page)
         rows.append(f"| {page} | {count} | {mean:.1f} | {longest} | {over} |")
@@ -71,10 +87,13 @@ def table(pages):
 @pytest.mark.parametrize("page", PAGES)
 def test_the_page_reads_in_short_sentences(page):
     count, mean, longest, over = measure(REPO / page)
-    long_ones = [" ".join(words) for words in sentences((REPO / page).read_text())
-                 if len(words) > LONGEST]
-    assert mean <= MEAN and not long_ones, (f"{page}: {mean:.1f} words per sentence on average "
-                                            f"(goal {MEAN}); over {LONGEST}: {long_ones}")
+    long_ones = [
+        " ".join(words) for words in sentences((REPO / page).read_text()) if len(words) > LONGEST
+    ]
+    assert mean <= MEAN and not long_ones, (
+        f"{page}: {mean:.1f} words per sentence on average "
+        f"(goal {MEAN}); over {LONGEST}: {long_ones}"
+    )
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -84,9 +103,11 @@ def test_the_page_uses_no_idiom(page):
 
 
 def test_the_measure_counts_as_the_issue_says():
-    text = ("# A heading that is not counted\n\nOne two three. Four `a long piece of code` five!"
-            "\n\n- an item [with a link](https://example.com)\n- another\n\n| a | table |\n"
-            "\n```bash\nnot counted either\n```\n")
+    text = (
+        "# A heading that is not counted\n\nOne two three. Four `a long piece of code` five!"
+        "\n\n- an item [with a link](https://example.com)\n- another\n\n| a | table |\n"
+        "\n```bash\nnot counted either\n```\n"
+    )
     assert [len(words) for words in sentences(text)] == [3, 3, 5, 1]
 
 

@@ -16,26 +16,38 @@ import subprocess
 import sys
 
 import pytest
+from conftest import REPO, STEPS, assert_ok, offline_env, read_metrics, run_command, step_command
+from test_nothing_lost import tmpfs
 
 from accelerate_course.commands import accelerate_launch
 from accelerate_course.steps import STEPS as STEP_RECORDS
-from conftest import REPO, STEPS, assert_ok, offline_env, read_metrics, run_command, step_command
-from test_nothing_lost import tmpfs
 
 pytestmark = pytest.mark.runs
 SHORT = ["--max-train-steps", "30"]
 SAVED_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
 # the reloading command, in a process where `import accelerate` fails
-WITHOUT_ACCELERATE = ("import runpy, sys; sys.modules['accelerate'] = None; "
-                      "runpy.run_module('accelerate_course.reloading', run_name='__main__')")
+WITHOUT_ACCELERATE = (
+    "import runpy, sys; sys.modules['accelerate'] = None; "
+    "runpy.run_module('accelerate_course.reloading', run_name='__main__')"
+)
 
 
 def reloaded_without_accelerate(folder, pad_to=None):
     """Return the predictions of folder/model, reloaded in a fresh process without Accelerate."""
-    done = subprocess.run([sys.executable, "-c", WITHOUT_ACCELERATE, str(folder),
-                           *(["--pad-to", str(pad_to)] if pad_to else [])],
-                          cwd=REPO, env=offline_env(), capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            WITHOUT_ACCELERATE,
+            str(folder),
+            *(["--pad-to", str(pad_to)] if pad_to else []),
+        ],
+        cwd=REPO,
+        env=offline_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])[str(folder)]
 
@@ -61,8 +73,10 @@ def launch(step, folder):
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     folder = tmp_path_factory.mktemp("saved")
-    return {step: (folder / f"step{step}", launch(step, folder / f"step{step}"))
-            for step in sorted(STEPS)}
+    return {
+        step: (folder / f"step{step}", launch(step, folder / f"step{step}"))
+        for step in sorted(STEPS)
+    }
 
 
 @pytest.mark.parametrize("step", sorted(STEPS))
@@ -87,8 +101,9 @@ def test_the_models_of_full_default_runs_are_the_same_bytes(default_runs):
     # steps 1 and 2, 1,377 optimizer steps each, as make course runs them
     one, two = (default_runs[step]["saved_to"] / "model" / "model.safetensors" for step in (1, 2))
     assert sha256(one) == sha256(two)
-    assert reloaded_without_accelerate(default_runs[1]["saved_to"]) == \
-        default_runs[1]["predictions"]
+    assert (
+        reloaded_without_accelerate(default_runs[1]["saved_to"]) == default_runs[1]["predictions"]
+    )
 
 
 def test_a_model_that_does_not_fit_ends_in_one_line_and_keeps_the_earlier_one(tmp_path):
@@ -98,6 +113,7 @@ def test_a_model_that_does_not_fit_ends_in_one_line_and_keeps_the_earlier_one(tm
 
     from common.embedded import CHECKPOINT
     from common.output import saving_model
+
     model = AutoModelForSequenceClassification.from_pretrained(CHECKPOINT, num_labels=2)
     tokenizer = AutoTokenizer.from_pretrained(CHECKPOINT)
     with tmpfs(tmp_path / "disk", "size=4m") as disk:
@@ -111,7 +127,8 @@ def test_a_model_that_does_not_fit_ends_in_one_line_and_keeps_the_earlier_one(tm
                 tokenizer.save_pretrained(folder)
         assert str(stop.value) == (
             f"error: {disk / 'out' / 'model'} could not be saved (No space left on device): an "
-            "earlier model there is as it was; free some space or pass another --output-dir")
+            "earlier model there is as it was; free some space or pass another --output-dir"
+        )
         assert {p.name: sha256(p) for p in (disk / "out" / "model").iterdir()} == earlier
         assert sorted(p.name for p in (disk / "out").iterdir()) == ["model"]  # nothing left
 
@@ -121,6 +138,7 @@ def test_a_model_folder_replaced_whole(tmp_path):
     # is whole, and no file of the earlier one stays in the new (an earlier file the new save
     # does not write, such as a stray one, goes with it)
     from common.output import saving_model
+
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "stray.bin").write_bytes(b"earlier")
     with saving_model(tmp_path) as folder:
@@ -128,7 +146,6 @@ def test_a_model_folder_replaced_whole(tmp_path):
         assert (tmp_path / "model" / "stray.bin").exists()  # still there while saving
     assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
-
 
 
 NOTEBOOK = """
@@ -154,8 +171,18 @@ print("WEIGHTS", before, fingerprint(model), saved_model(args.output_dir)[2])
 def test_after_notebook_launcher_the_trained_model_is_the_saved_one(tmp_path, processes):
     # step 4's cells in one process, as a notebook runs them: the function started by
     # notebook_launcher, then the notebook's own `model` compared with what was saved
-    result = run_command([sys.executable, "-c", NOTEBOOK, "--output-dir", tmp_path,
-                          "--num-processes", str(processes), *SHORT])
+    result = run_command(
+        [
+            sys.executable,
+            "-c",
+            NOTEBOOK,
+            "--output-dir",
+            tmp_path,
+            "--num-processes",
+            str(processes),
+            *SHORT,
+        ]
+    )
     assert_ok(result)
     before, after, saved_weights = result.stdout.split("WEIGHTS ")[1].split()
     if processes == 1:  # run in the notebook's own process: its model is the trained one

@@ -12,8 +12,10 @@ LESSON3 = check.grading_of("3")
 
 def checks(failed=()):
     """Every check of lesson 3, passed except those named in failed."""
-    return [check.check(key, key not in failed, "why it failed", n=2, steps=30, split="408",
-                        batch="5") for key in LESSON3.points]
+    return [
+        check.check(key, key not in failed, "why it failed", n=2, steps=30, split="408", batch="5")
+        for key in LESSON3.points
+    ]
 
 
 def test_each_check_scores_its_points_when_it_passes():
@@ -44,8 +46,9 @@ def test_the_core_gate_is_the_teachers_choice():
     assert check.score(LESSON3, graded) == (7, 10)  # one_printer and left_group wait
     assert check.score(LESSON3, graded, core_gate=True) == (0, 10)
     assert check.no_points_reason(LESSON3, graded) == ""
-    assert "a check the lesson exists for failed" in check.no_points_reason(LESSON3, graded,
-                                                                             core_gate=True)
+    assert "a check the lesson exists for failed" in check.no_points_reason(
+        LESSON3, graded, core_gate=True
+    )
 
 
 def test_results_json_never_shows_a_passed_check_with_no_points_without_saying_why():
@@ -60,8 +63,9 @@ def test_results_json_never_shows_a_passed_check_with_no_points_without_saying_w
 
 def test_the_lessons_table_says_which_checks_are_measured_from_outside():
     results = check.results(LESSON3, Path("train.py"), checks(), 30)
-    measured = {test["extra_data"]["check"]: test["extra_data"]["measured"]
-                for test in results["tests"]}
+    measured = {
+        test["extra_data"]["check"]: test["extra_data"]["measured"] for test in results["tests"]
+    }
     assert measured["own_predictions"] == measured["one_writer"] == "from outside the run"
     assert measured["one_printer"] == "reported from inside the run"
 
@@ -76,4 +80,6 @@ def test_a_file_with_no_main_is_refused_before_anything_runs(tmp_path):
         [refused] = check.before_launch(path)
         assert refused.key == "has_main" and not refused.passed
         assert refused.hint.startswith(f"{path} {what}: the grader runs a file's main()")
-    assert check.before_launch(Path(__file__).parents[1] / "step3_distributed_eval" / "train.py") == []
+    assert (
+        check.before_launch(Path(__file__).parents[1] / "step3_distributed_eval" / "train.py") == []
+    )

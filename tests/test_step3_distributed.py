@@ -13,9 +13,9 @@ dataloader): the README's command for 2 processes is shared with the what-if tes
 import json
 
 import pytest
+from conftest import GRID, REPO, STEPS
 
 from accelerate_course.lab_runs import run_scripts
-from conftest import GRID, REPO, STEPS
 
 VALIDATION_SIZE = 408
 pytestmark = pytest.mark.step3
@@ -23,8 +23,10 @@ pytestmark = pytest.mark.step3
 
 def check_inside(run_folder, n):
     """Every process of the run says it is one of n, MULTI_CPU over gloo."""
-    ranks = sorted((json.loads(p.read_text()) for p in run_folder.glob("rank*.json")),
-                   key=lambda r: r["process_index"])
+    ranks = sorted(
+        (json.loads(p.read_text()) for p in run_folder.glob("rank*.json")),
+        key=lambda r: r["process_index"],
+    )
     assert [r["process_index"] for r in ranks] == list(range(n))
     for rank in ranks:
         assert rank["num_processes"] == n
@@ -53,8 +55,12 @@ def check_two_or_three(run, run_folder, n):
     assert len(run.predictions) == VALIDATION_SIZE
     # the same weights evaluated by one process, unsharded: same predictions, bit for bit
     assert run.predictions == run.alone_predictions
-    labels = [json.loads(line)["label"] for line in
-              (REPO / "common" / "embedded" / "data" / "validation.jsonl").read_text().splitlines()]
+    labels = [
+        json.loads(line)["label"]
+        for line in (REPO / "common" / "embedded" / "data" / "validation.jsonl")
+        .read_text()
+        .splitlines()
+    ]
     correct = sum(p == y for p, y in zip(run.alone_predictions, labels))
     assert run.accuracy[0] == round(correct / VALIDATION_SIZE, 4)
     # what a student sees: the state of process 0, and the counts, from one process only
@@ -73,8 +79,9 @@ def test_two_processes_evaluate_like_one_process(lab_runs):
 
 def run_on_three_processes(folder):
     """Step 3 and the grid of sizes on 3 processes, in one launch of the README's command."""
-    runs = run_scripts(3, {"lesson": STEPS[3], "grid": (GRID, {}, ["--processes", "3"])},
-                       folder, processes=3)
+    runs = run_scripts(
+        3, {"lesson": STEPS[3], "grid": (GRID, {}, ["--processes", "3"])}, folder, processes=3
+    )
     return runs, folder
 
 
@@ -94,15 +101,22 @@ def test_three_processes_evaluate_like_one_process(three_processes):
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_gather_and_truncate_over_a_grid_of_sizes(lab_runs, three_processes, n):
-    # the grid runs in the same launches as step 3 (accelerate_course/lab_driver.py), on 2 and 3 processes
-    runs, folder = (lab_runs(3).measured, lab_runs(3).folder / "runs") if n == 2 else three_processes
+    # the grid runs in the same launches as step 3 (accelerate_course/lab_driver.py), on 2 and 3
+    # processes
+    runs, folder = (
+        (lab_runs(3).measured, lab_runs(3).folder / "runs") if n == 2 else three_processes
+    )
     assert runs["grid"].error is None, runs["grid"].error
     report = json.loads((folder / "grid" / "output" / "grid.json").read_text())
     assert report["num_processes"] == n
     assert report["distributed_type"] == "DistributedType.MULTI_CPU"
     assert len(report["cases"]) == 15 * 4
-    assert {"size": 408, "batch_size": 8, "gathered": 416 if n == 2 else 408, "kept": 408} \
-        in report["cases"]
+    assert {
+        "size": 408,
+        "batch_size": 8,
+        "gathered": 416 if n == 2 else 408,
+        "kept": 408,
+    } in report["cases"]
 
 
 def test_two_machines_on_loopback_equal_one_machine_with_two_processes(lab_runs, two_machines):

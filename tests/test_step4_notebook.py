@@ -10,12 +10,10 @@ import sys
 
 import nbformat
 import pytest
+from conftest import REPO, read_metrics, run_command, run_step
 from nbclient import NotebookClient
 
-from conftest import REPO, read_metrics, run_command, run_step
-
 from accelerate_course.maintain import build_notebook
-
 
 
 @pytest.mark.step4
@@ -77,14 +75,17 @@ def test_an_accelerator_created_before_the_launch_is_refused(lab_runs):
     assert run.error.startswith("ValueError")
     assert "the `Accelerator` should only be initialized inside your training function" in run.error
     assert run.writes == 0
-    assert not (runs.folder / "runs" / "accelerator_before_launch" / "output" / "metrics.json").exists()
+    assert not (
+        runs.folder / "runs" / "accelerator_before_launch" / "output" / "metrics.json"
+    ).exists()
 
 
 def test_the_notebook_is_built_from_train_py():
     committed = nbformat.read(build_notebook.NOTEBOOK, as_version=4)
     built = build_notebook.build()
-    assert build_notebook.code_cells(committed) == build_notebook.code_cells(built), \
+    assert build_notebook.code_cells(committed) == build_notebook.code_cells(built), (
         "the notebook is stale: run make notebook"
+    )
     # its text cells too, but for the one that says where this copy was run
     text = [c.source for c in committed.cells if c.cell_type == "markdown" and c.id != "cell-run"]
     assert text == [c.source for c in built.cells if c.cell_type == "markdown"]
@@ -110,7 +111,7 @@ def test_the_notebook_says_only_true_things_about_the_tpu_before_the_launch():
     # and no cell creates an Accelerator or moves anything to an XLA device
     built = build_notebook.build()
     code = build_notebook.code_cells(built)
-    before_launch = code[:code.index(build_notebook.train_cells()[3].source)]
+    before_launch = code[: code.index(build_notebook.train_cells()[3].source)]
     for source in before_launch:
         assert "Accelerator(" not in source or "def training_function" in source
         assert "xla_device" not in source and "torch_xla.device" not in source
@@ -139,15 +140,21 @@ def test_the_notebook_runs_top_to_bottom_on_a_real_kernel(tmp_path, monkeypatch)
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
     # the kernel's environment, once the imports ran and after the launch: the course sets
     # nothing in it (a later one-process run in this kernel sees what the student set)
-    settings = next(i for i, cell in enumerate(notebook.cells)
-                    if "hyperparameters = {" in cell.source)
-    notebook.cells.insert(settings, nbformat.v4.new_code_cell(
-        "import os as _os\n_before = dict(_os.environ)"))
-    notebook.cells.append(nbformat.v4.new_code_cell(
-        "_after = dict(_os.environ)\n"
-        "print(sorted(k for k in {*_before, *_after} if _before.get(k) != _after.get(k)))"))
-    client = NotebookClient(notebook, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(REPO)}})
+    settings = next(
+        i for i, cell in enumerate(notebook.cells) if "hyperparameters = {" in cell.source
+    )
+    notebook.cells.insert(
+        settings, nbformat.v4.new_code_cell("import os as _os\n_before = dict(_os.environ)")
+    )
+    notebook.cells.append(
+        nbformat.v4.new_code_cell(
+            "_after = dict(_os.environ)\n"
+            "print(sorted(k for k in {*_before, *_after} if _before.get(k) != _after.get(k)))"
+        )
+    )
+    client = NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(REPO)}}
+    )
     client.execute()
     outputs = "".join(o.get("text", "") for cell in notebook.cells for o in cell.get("outputs", []))
     assert "untrained head:" in outputs
@@ -165,12 +172,19 @@ def test_the_notebook_runs_top_to_bottom_on_a_real_kernel(tmp_path, monkeypatch)
 
 # what a student sees when the notebook is opened from a link --------------------------------
 
+
 def committed_outputs():
     notebook = nbformat.read(build_notebook.NOTEBOOK, as_version=4)
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
-            yield cell, output, output.get("text", "") + "".join(
-                value for value in output.get("data", {}).values() if isinstance(value, str))
+            yield (
+                cell,
+                output,
+                output.get("text", "")
+                + "".join(
+                    value for value in output.get("data", {}).values() if isinstance(value, str)
+                ),
+            )
 
 
 # an absolute path: /something/else... after a space, a quote, a bracket or the line's start
@@ -178,8 +192,11 @@ ABSOLUTE_PATH = re.compile(r"(?:^|[\s'\"(=\[])(/(?:[\w.-]+/)+[\w.-]*)", re.M)
 
 
 def test_the_committed_outputs_hold_no_path_of_the_machine_that_ran_them():
-    found = [(cell.id, match.group(1)) for cell, _, text in committed_outputs()
-             for match in ABSOLUTE_PATH.finditer(text)]
+    found = [
+        (cell.id, match.group(1))
+        for cell, _, text in committed_outputs()
+        for match in ABSOLUTE_PATH.finditer(text)
+    ]
     assert found == [], found
     text = build_notebook.NOTEBOOK.read_text()
     for path in (str(REPO), sys.prefix, os.path.expanduser("~"), "/tmp/"):
@@ -187,8 +204,9 @@ def test_the_committed_outputs_hold_no_path_of_the_machine_that_ran_them():
 
 
 def test_the_committed_outputs_keep_progress_bars_as_their_last_state_and_no_setup_line():
-    streams = [(cell, output) for cell, output, _ in committed_outputs()
-               if output.output_type == "stream"]
+    streams = [
+        (cell, output) for cell, output, _ in committed_outputs() if output.output_type == "stream"
+    ]
     assert streams and not any("\r" in output.text for _, output in streams)
     setup = build_notebook.setup_cell()
     notebook = nbformat.read(build_notebook.NOTEBOOK, as_version=4)
@@ -203,8 +221,10 @@ def test_the_notebooks_links_work_when_it_is_opened_alone():
     links = re.findall(r"\]\(([^)]+)\)", text)
     assert links and all(link.startswith("https://") for link in links), links
     repository = build_notebook.repository()
-    assert f"https://colab.research.google.com/github/{repository.split('github.com/')[1]}" \
+    assert (
+        f"https://colab.research.google.com/github/{repository.split('github.com/')[1]}"
         f"/blob/{build_notebook.version_tag()}/step4_tpu_notebook/tpu_training.ipynb" in text
+    )
     assert f"https://kaggle.com/kernels/welcome?src={repository}/blob/" in text
 
 
@@ -217,22 +237,34 @@ def test_the_setup_is_one_short_cell_whose_first_line_says_where_the_course_come
     assert len(first.source.splitlines()) <= 30 and "def tpu_chips" not in first.source
     assert "sys.path" not in first.source
     # the lesson comes before the optional looks at the data and the model
-    headings = [cell.source.splitlines()[0] for cell in notebook.cells
-                if cell.cell_type == "markdown" and cell.source.startswith("#")]
+    headings = [
+        cell.source.splitlines()[0]
+        for cell in notebook.cells
+        if cell.cell_type == "markdown" and cell.source.startswith("#")
+    ]
     assert headings.index("## The launch") < headings.index("## Looking closer (optional)")
 
 
 def test_the_settings_are_a_dictionary_that_the_launch_reads(monkeypatch):
     # the seed notebook's hyperparameters cell: the launch's main() parses what it says
     from common import cli
+
     notebook = build_notebook.build()
     cell = next(c.source for c in notebook.cells if "hyperparameters = {" in c.source)
     assert "args = parse_args(settings=hyperparameters)" in cell
     settings = {}
     exec(cell.split("args = parse_args")[0], {}, settings)
     hyperparameters = settings["hyperparameters"]
-    assert {"lr", "epochs", "train_batch_size", "eval_batch_size", "seed", "checkpoint",
-            "dataset", "num_processes"} <= set(hyperparameters)
+    assert {
+        "lr",
+        "epochs",
+        "train_batch_size",
+        "eval_batch_size",
+        "seed",
+        "checkpoint",
+        "dataset",
+        "num_processes",
+    } <= set(hyperparameters)
     args = cli.parse_args(settings=dict(hyperparameters, lr=2e-5, epochs=1))
     assert (args.lr, args.epochs, args.train_batch_size, args.num_processes) == (2e-5, 1, 8, 2)
     assert args.max_train_steps is None
@@ -247,6 +279,7 @@ def test_the_settings_are_a_dictionary_that_the_launch_reads(monkeypatch):
 
 # Kaggle's TPU v5e-8: 8 processes, one per chip -------------------------------------------
 
+
 def test_on_8_processes_accelerate_shares_the_batches_as_the_runtime_page_says():
     # Accelerate's own sharding (the same on XLA, where MpDeviceLoaderWrapper wraps it): the
     # 459 training batches of 8 completed to 58 per process, the 51 evaluation batches to 7
@@ -255,8 +288,10 @@ def test_on_8_processes_accelerate_shares_the_batches_as_the_runtime_page_says()
 
     def per_process(pairs, batch_size=8, processes=8):
         batches = BatchSampler(SequentialSampler(range(pairs)), batch_size, drop_last=False)
-        return [list(BatchSamplerShard(batches, processes, rank, even_batches=True))
-                for rank in range(processes)]
+        return [
+            list(BatchSamplerShard(batches, processes, rank, even_batches=True))
+            for rank in range(processes)
+        ]
 
     train = per_process(3668)
     assert {len(shard) for shard in train} == {58} and 3 * 58 == 174  # the notebook's 3 epochs
@@ -269,8 +304,9 @@ def test_on_8_processes_accelerate_shares_the_batches_as_the_runtime_page_says()
 @pytest.mark.runs
 @pytest.mark.step4
 def test_8_gloo_processes_standing_in_for_8_chips_gather_448_and_keep_408(tmp_path):
-    result = run_step(4, tmp_path, "--num-processes", "8", "--max-train-steps", "2",
-                      OMP_NUM_THREADS="1")
+    result = run_step(
+        4, tmp_path, "--num-processes", "8", "--max-train-steps", "2", OMP_NUM_THREADS="1"
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert "Num processes: 8" in result.stdout  # from inside the processes
     metrics = read_metrics(tmp_path)
@@ -284,26 +320,37 @@ def test_a_second_launch_after_an_in_process_run_refuses(tmp_path):
     # kernel's own process (as on Colab with a CPU or one GPU); the Accelerator it made stays
     # in the kernel, so a launch of 2 processes then refuses, end_training() or not, until
     # the kernel restarts (accelerate 1.15.0 launchers.py:174-179)
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in [
-        "from accelerate import Accelerator, notebook_launcher\n"
-        "def function():\n"
-        "    accelerator = Accelerator(cpu=True)\n"
-        "    accelerator.print(f'{accelerator.num_processes} process(es)')\n"
-        "    accelerator.end_training()",
-        "notebook_launcher(function, num_processes=1)",
-        "try:\n"
-        "    notebook_launcher(function, num_processes=2)\n"
-        "except ValueError as refused:\n"
-        "    print('refused:', refused)",
-    ]])
-    client = NotebookClient(notebook, timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}})
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(source)
+            for source in [
+                "from accelerate import Accelerator, notebook_launcher\n"
+                "def function():\n"
+                "    accelerator = Accelerator(cpu=True)\n"
+                "    accelerator.print(f'{accelerator.num_processes} process(es)')\n"
+                "    accelerator.end_training()",
+                "notebook_launcher(function, num_processes=1)",
+                "try:\n"
+                "    notebook_launcher(function, num_processes=2)\n"
+                "except ValueError as refused:\n"
+                "    print('refused:', refused)",
+            ]
+        ]
+    )
+    client = NotebookClient(
+        notebook,
+        timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
     client.execute()
     said = ["".join(o.get("text", "") for o in cell.get("outputs", [])) for cell in notebook.cells]
     assert said[1].strip().endswith("1 process(es)")
-    assert said[2].startswith("refused: To launch a multi-device training from your notebook, the "
-                              "`Accelerator` should only be initialized inside your training "
-                              "function."), said[2]
+    assert said[2].startswith(
+        "refused: To launch a multi-device training from your notebook, the "
+        "`Accelerator` should only be initialized inside your training "
+        "function."
+    ), said[2]
 
 
 @pytest.mark.runs
@@ -311,7 +358,8 @@ def test_the_forked_processes_connect_only_once_all_are_forked(tmp_path):
     # the gate that keeps notebook_launcher's forks apart from its store thread's name lookups
     # (common/launch.py, connect_after_all_forked, says why): 3 real forks, 0.5 s apart, as
     # multiprocessing's fork start does them; each forked process notes when it goes on, the
-    # launcher when it forked the last one. Without the gate the first goes on about a second before the last fork.
+    # launcher when it forked the last one. Without the gate the first goes on about a second
+    # before the last fork.
     script = tmp_path / "forks.py"
     script.write_text(
         "import json, multiprocessing, sys, time\n"
@@ -330,7 +378,8 @@ def test_the_forked_processes_connect_only_once_all_are_forked(tmp_path):
         "went_on = sorted(queue.get(timeout=60) for _ in processes)\n"
         "for process in processes:\n"
         "    process.join()\n"
-        "print(json.dumps({'last_fork': last_fork, 'went_on': went_on}))\n")
+        "print(json.dumps({'last_fork': last_fork, 'went_on': went_on}))\n"
+    )
     result = run_command([sys.executable, str(script)], timeout=120)
     assert result.returncode == 0, result.stderr
     times = json.loads(result.stdout)

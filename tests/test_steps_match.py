@@ -7,10 +7,10 @@ comparisons here are exact: no tolerance.
 """
 
 import pytest
+from conftest import assert_ok, read_metrics, run_step
 
 from accelerate_course import measuring
 from accelerate_course.lab_runs import SHORT_RUN
-from conftest import assert_ok, read_metrics, run_step
 
 
 @pytest.mark.step2
@@ -46,7 +46,9 @@ def test_full_default_runs_are_identical_and_learn(default_runs):
     assert one["train_losses"] == two["train_losses"]
     assert one["predictions"] == two["predictions"]
     assert (one["accuracy"], one["f1"]) == (two["accuracy"], two["f1"])
-    assert one["hyperparameters"] == two["hyperparameters"] | {"output_dir": one["hyperparameters"]["output_dir"]}
+    assert one["hyperparameters"] == two["hyperparameters"] | {
+        "output_dir": one["hyperparameters"]["output_dir"]
+    }
 
 
 def test_the_model_really_learns(default_runs):

@@ -7,11 +7,11 @@ launches, as make check TASK=... grades one file (about 2 minutes on 2 cores).""
 import subprocess
 
 import pytest
+from conftest import REPO
+from lesson_applied import added_lines, applied
 
 from accelerate_course import check, takehome
 from accelerate_course.steps import TRAIN_PY
-from conftest import REPO
-from lesson_applied import added_lines, applied
 
 TASK = "sst2-losses"
 START = takehome.tasks()[TASK].start.read_text()
@@ -19,36 +19,58 @@ START = takehome.tasks()[TASK].start.read_text()
 # name -> (the file, the check that must fail, its hint): each mistake a student makes
 MISTAKES = {
     # gathered, but the duplicated tail kept
-    "no_cut": (applied(START, gather="gather"), "whole_split",
-               "the main process scored 406 predictions for 400 sentences: the duplicated tail "
-               "was counted"),
+    "no_cut": (
+        applied(START, gather="gather"),
+        "whole_split",
+        "the main process scored 406 predictions for 400 sentences: the duplicated tail "
+        "was counted",
+    ),
     # predictions and labels gathered, each sentence's loss not: the loss of one share
-    "losses_not_gathered": (applied(START, skip="sentence_losses"), "eval_loss",
-                            "the mean over the 400 sentences of the split is"),
-    "every_process_writes": (applied(START, writer=None), "one_writer",
-                             "metrics.json was written 2 times; the model was saved 2 times"),
+    "losses_not_gathered": (
+        applied(START, skip="sentence_losses"),
+        "eval_loss",
+        "the mean over the 400 sentences of the split is",
+    ),
+    "every_process_writes": (
+        applied(START, writer=None),
+        "one_writer",
+        "metrics.json was written 2 times; the model was saved 2 times",
+    ),
     # right on one machine only
-    "local_main_writes": (applied(START, writer="is_local_main_process"), "two_machines",
-                          "metrics.json was written 2 times"),
+    "local_main_writes": (
+        applied(START, writer="is_local_main_process"),
+        "two_machines",
+        "metrics.json was written 2 times",
+    ),
     # the tail of this setting (6) cut by hand: wrong where the tail is another
-    "hardcoded_cut": (applied(START, gather="gather").replace(
-        "torch.cat(sentence_predictions)", "torch.cat(sentence_predictions)[:-6]").replace(
-        "torch.cat(sentence_labels)", "torch.cat(sentence_labels)[:-6]").replace(
-        "torch.cat(sentence_losses)", "torch.cat(sentence_losses)[:-6]"), "two_machines",
+    "hardcoded_cut": (
+        applied(START, gather="gather")
+        .replace("torch.cat(sentence_predictions)", "torch.cat(sentence_predictions)[:-6]")
+        .replace("torch.cat(sentence_labels)", "torch.cat(sentence_labels)[:-6]")
+        .replace("torch.cat(sentence_losses)", "torch.cat(sentence_losses)[:-6]"),
+        "two_machines",
         # (2 machines, batches of 3: 402 gathered, 396 kept)
-        "the main process scored 396 predictions; the split has 400 sentences"),
+        "the main process scored 396 predictions; the split has 400 sentences",
+    ),
     # the labels written as the predictions: a perfect accuracy, not the model's
-    "labels_as_predictions": (applied(START).replace('"predictions": predictions.tolist()',
-                                                     '"predictions": labels.tolist()'),
-                              "own_predictions", "of the predictions written differ from what "
-                                                 "the model predicts for the split (400 sentences)"),
+    "labels_as_predictions": (
+        applied(START).replace(
+            '"predictions": predictions.tolist()', '"predictions": labels.tolist()'
+        ),
+        "own_predictions",
+        "of the predictions written differ from what "
+        "the model predicts for the split (400 sentences)",
+    ),
 }
 
 
 def grade_takehome(folder):
     """{name: (its checks, its score)} for the untouched script, the solution and each mistake."""
-    texts = {"untouched": START, "solution": applied(START),
-             **{name: text for name, (text, _, _) in MISTAKES.items()}}
+    texts = {
+        "untouched": START,
+        "solution": applied(START),
+        **{name: text for name, (text, _, _) in MISTAKES.items()},
+    }
     paths = {}
     for name, text in texts.items():
         (folder / name).mkdir()
@@ -71,8 +93,10 @@ MADE_AHEAD = {"graded": grade_takehome}
 def graded(made_ahead):
     result = made_ahead(grade_takehome)
     for name, (checks, score) in result.items():
-        print(f"\n{name}: {score} | " + " | ".join(
-            f"FAIL {c.key}: {c.hint}" for c in checks if not c.passed))
+        print(
+            f"\n{name}: {score} | "
+            + " | ".join(f"FAIL {c.key}: {c.hint}" for c in checks if not c.passed)
+        )
     return result
 
 
@@ -92,8 +116,14 @@ def test_a_solution_built_at_test_time_scores_every_point(graded):
 
 
 # each mistake's score with partial credit (out of 10): what its passing checks are worth
-MISTAKE_SCORES = {"no_cut": 1, "losses_not_gathered": 5, "every_process_writes": 2,
-                  "local_main_writes": 7, "hardcoded_cut": 5, "labels_as_predictions": 3}
+MISTAKE_SCORES = {
+    "no_cut": 1,
+    "losses_not_gathered": 5,
+    "every_process_writes": 2,
+    "local_main_writes": 7,
+    "hardcoded_cut": 5,
+    "labels_as_predictions": 3,
+}
 
 
 @pytest.mark.parametrize("name", sorted(MISTAKES))
@@ -119,8 +149,13 @@ def test_the_solution_is_in_no_file_of_the_course():
     # a teacher's private copy's solutions/ (accelerate_course/private_copy.py), their place
     wanted = solution_lines()
     assert len(wanted) >= 4, wanted
-    files = subprocess.run(["git", "ls-files", "--", ".", ":!solutions/"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "--", ".", ":!solutions/"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     found = []
     for name in files:
         try:
@@ -135,6 +170,7 @@ def test_the_task_reads_in_chinese_under_course_lang_zh_cn(monkeypatch):
     # task.toml's title_zh-CN and README.zh-CN.md: what a class with COURSE_LANG=zh-CN reads,
     # in make takehome's line and in the lab's README (accelerate_course/classroom.py)
     from accelerate_course import classroom
+
     task = takehome.tasks()["sst2-losses"]
     assert task.title_in("zh-CN") != task.title and task.title_in("en") == task.title
     assert task.readme_in("zh-CN").name == "README.zh-CN.md"

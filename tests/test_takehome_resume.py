@@ -18,13 +18,18 @@ SAVE_GUARD = "    if accelerator.is_main_process:\n        # the trained model"
 # name -> (the file, the check that must fail, its hint)
 MISTAKES = {
     # every process saves the model and writes metrics.json, into the same folders
-    "every_process_saves": (START.replace(SAVE_GUARD, "    if True:\n        # the trained model"),
-                            "one_writer", "metrics.json was written 2 times"),
+    "every_process_saves": (
+        START.replace(SAVE_GUARD, "    if True:\n        # the trained model"),
+        "one_writer",
+        "metrics.json was written 2 times",
+    ),
     # --resume-from read, then dropped: the "resumed" run trains from the start
-    "resume_ignored": (START.replace("saving.save_state_at, saving.resume_from",
-                                     "saving.save_state_at, None"),
-                       "resumes", "the resumed run trained 120 optimizer steps, of the 120 of "
-                                  "a whole run: it did not go on from the saved state"),
+    "resume_ignored": (
+        START.replace("saving.save_state_at, saving.resume_from", "saving.save_state_at, None"),
+        "resumes",
+        "the resumed run trained 120 optimizer steps, of the 120 of "
+        "a whole run: it did not go on from the saved state",
+    ),
 }
 
 
@@ -39,8 +44,11 @@ def grade_resume(folder):
         paths[name].write_text(text)
     grading = check.grading_of(TASK)
     runs = check.runs_for(grading, paths, folder / "runs")
-    return {name: (checks, check.score(grading, checks))
-            for name in paths for checks in [check.grade(grading, name, runs)]}
+    return {
+        name: (checks, check.score(grading, checks))
+        for name in paths
+        for checks in [check.grade(grading, name, runs)]
+    }
 
 
 # made while other tests run (tests/helpers/ahead.py)
@@ -51,8 +59,10 @@ MADE_AHEAD = {"graded": grade_resume}
 def graded(made_ahead):
     result = made_ahead(grade_resume)
     for name, (checks, score) in result.items():
-        print(f"\n{name}: {score} | " + " | ".join(
-            f"FAIL {c.key}: {c.hint}" for c in checks if not c.passed))
+        print(
+            f"\n{name}: {score} | "
+            + " | ".join(f"FAIL {c.key}: {c.hint}" for c in checks if not c.passed)
+        )
     return result
 
 
@@ -64,13 +74,16 @@ def test_the_untouched_script_fails_both_saves_and_scores_nothing(graded):
     assert score == (0, 10)
     # the model it saved does not predict what it wrote (its weights are the wrapper's,
     # named module.*, which from_pretrained leaves out: a new head and encoder drawn at random)
-    assert "of the predictions written differ from what the model predicts for the split " \
-           "(408 pairs)" in failed["own_predictions"]
+    assert (
+        "of the predictions written differ from what the model predicts for the split "
+        "(408 pairs)" in failed["own_predictions"]
+    )
     # process 1's random generators were never saved: its dropout goes on otherwise
     assert failed["resumes"] == (
         "the resumed run ended with other weights than the run that saved the state: the "
         "state was not saved whole (its folder holds custom_checkpoint_0.pkl, "
-        "model.safetensors, optimizer.bin, random_states_0.pkl, steps.txt)")
+        "model.safetensors, optimizer.bin, random_states_0.pkl, steps.txt)"
+    )
 
 
 @pytest.mark.runs
@@ -89,36 +102,50 @@ def made_up_run(folder, steps, tensors, error=None, state=("random_states_0.pkl"
     (folder / "output" / "state").mkdir(parents=True, exist_ok=True)
     for name in state:
         (folder / "output" / "state" / name).write_text("")
-    return types.SimpleNamespace(folder=str(folder), error=error, learning_rates=[0.1] * steps,
-                                 outside=types.SimpleNamespace(saved_tensors=tensors))
+    return types.SimpleNamespace(
+        folder=str(folder),
+        error=error,
+        learning_rates=[0.1] * steps,
+        outside=types.SimpleNamespace(saved_tensors=tensors),
+    )
 
 
 def test_a_resume_passes_when_it_trains_the_steps_left_to_the_same_weights(tmp_path):
     run = made_up_run(tmp_path / "run", 120, "abc")
     assert check.resume_problem(run, made_up_run(tmp_path / "resumed", 75, "abc")) == ""
     assert check.resume_problem(run, made_up_run(tmp_path / "resumed", 75, "abd")).startswith(
-        "the resumed run ended with other weights than the run that saved the state")
+        "the resumed run ended with other weights than the run that saved the state"
+    )
     assert check.resume_problem(run, made_up_run(tmp_path / "resumed", 120, "abc")).startswith(
-        "the resumed run trained 120 optimizer steps")
+        "the resumed run trained 120 optimizer steps"
+    )
     assert check.resume_problem(run, made_up_run(tmp_path / "resumed", 75, None)).startswith(
-        "the grader found no weights file to compare")
-    assert check.resume_problem(made_up_run(tmp_path / "none", 120, "abc", state=()), None) == \
-        "the run saved no training state in <output-dir>/state to resume from"
+        "the grader found no weights file to compare"
+    )
+    assert (
+        check.resume_problem(made_up_run(tmp_path / "none", 120, "abc", state=()), None)
+        == "the run saved no training state in <output-dir>/state to resume from"
+    )
 
 
 def test_the_saved_tensors_are_compared_whatever_the_weights_file_and_the_names(tmp_path):
     # the same tensors, as save_pretrained writes them and as a wrapper's state_dict saved
     # with torch.save names them: one hash; one value changed: another
     from safetensors.torch import save_file
-    tensors = {"bert.embeddings.word_embeddings.weight": torch.arange(6.0).reshape(2, 3),
-               "classifier.bias": torch.tensor([0.5, -0.5])}
+
+    tensors = {
+        "bert.embeddings.word_embeddings.weight": torch.arange(6.0).reshape(2, 3),
+        "classifier.bias": torch.tensor([0.5, -0.5]),
+    }
     (tmp_path / "a").mkdir()
     save_file(tensors, tmp_path / "a" / "model.safetensors")
     (tmp_path / "b").mkdir()
     torch.save({f"module.{k}": v for k, v in tensors.items()}, tmp_path / "b" / "pytorch_model.bin")
     (tmp_path / "c").mkdir()
-    save_file({**tensors, "classifier.bias": torch.tensor([0.5, -0.25])},
-              tmp_path / "c" / "model.safetensors")
+    save_file(
+        {**tensors, "classifier.bias": torch.tensor([0.5, -0.25])},
+        tmp_path / "c" / "model.safetensors",
+    )
     hashes = [evidence.saved_tensors(tmp_path / x) for x in "abc"]
     assert hashes[0] == hashes[1] != hashes[2] and None not in hashes
     assert evidence.saved_tensors(tmp_path / "nothing") is None

@@ -2,7 +2,6 @@
 the test torch_xla 2.9.0 makes (vendor 0x1ae0 and a TPU device id), used by the course
 runner and, as its own source, by the notebook's setup cell."""
 
-
 import pytest
 
 from common.tpu import tpu_chips
@@ -22,17 +21,23 @@ def fake_pci(root, *devices):
     return str(root)
 
 
-@pytest.mark.parametrize("machine,devices,chips", [
-    ("Colab or Kaggle TPU v2-8/v3-8: 4 chips", [INTEL_NIC] + [("0x1ae0", "0x0027")] * 4,
-     ["v2/v3"] * 4),
-    ("TPU v4-8 VM: 4 chips", [GVNIC] + [("0x1ae0", "0x005e")] * 4, ["v4"] * 4),
-    ("Kaggle TPU v5e-8: 8 chips", [GVNIC] + [("0x1ae0", "0x0063")] * 8, ["v5e"] * 8),
-    ("TPU v6e-1: 1 chip", [GVNIC, ("0x1ae0", "0x006f")], ["v6e"]),
-    ("a GCE VM with a gVNIC card and a T4: no TPU", [GVNIC, NVIDIA_T4], []),
-    ("a gVNIC card alone: no TPU", [GVNIC], []),
-    ("a laptop", [INTEL_NIC], []),
-    ("nothing on the bus", [], []),
-])
+@pytest.mark.parametrize(
+    "machine,devices,chips",
+    [
+        (
+            "Colab or Kaggle TPU v2-8/v3-8: 4 chips",
+            [INTEL_NIC] + [("0x1ae0", "0x0027")] * 4,
+            ["v2/v3"] * 4,
+        ),
+        ("TPU v4-8 VM: 4 chips", [GVNIC] + [("0x1ae0", "0x005e")] * 4, ["v4"] * 4),
+        ("Kaggle TPU v5e-8: 8 chips", [GVNIC] + [("0x1ae0", "0x0063")] * 8, ["v5e"] * 8),
+        ("TPU v6e-1: 1 chip", [GVNIC, ("0x1ae0", "0x006f")], ["v6e"]),
+        ("a GCE VM with a gVNIC card and a T4: no TPU", [GVNIC, NVIDIA_T4], []),
+        ("a gVNIC card alone: no TPU", [GVNIC], []),
+        ("a laptop", [INTEL_NIC], []),
+        ("nothing on the bus", [], []),
+    ],
+)
 def test_tpu_chips_are_found_as_torch_xla_finds_them(tmp_path, machine, devices, chips):
     assert tpu_chips(fake_pci(tmp_path / "devices", *devices)) == chips, machine
 
@@ -47,5 +52,6 @@ def test_the_notebooks_setup_uses_the_same_function():
     # common.tpu.tpu_chips: one definition, no copy of it pasted into the cell
     from accelerate_course.maintain.build_notebook import setup_cell
     from common import notebook_setup
+
     assert "def tpu_chips" not in setup_cell() and "set_up(" in setup_cell()
     assert notebook_setup.tpu_chips is tpu_chips

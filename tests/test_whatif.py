@@ -2,21 +2,19 @@
 consequence the lessons' pages' tables say it has.
 
 The runs are short (accelerate_course/lab_runs.py's SHORT_RUN: 30 optimizer steps) and shared:
-one launch per step runs the step and all its variants (tests/helpers/shared_runs.py). Each test asserts the measured
-consequence against the lesson's run of the same launch: a difference where the README says
-there is one, equality where it says there is none.
+one launch per step runs the step and all its variants (tests/helpers/shared_runs.py). Each
+test asserts the measured consequence against the lesson's run of the same launch: a
+difference where the README says there is one, equality where it says there is none.
 """
 
 import re
 
 import pytest
-
-from accelerate_course import diagnosis, lab, patches
 from conftest import REPO, STEPS
-from accelerate_course.steps import code_of
 
-from accelerate_course import whatif
+from accelerate_course import diagnosis, lab, patches, whatif
 from accelerate_course.maintain import update_readme
+from accelerate_course.steps import code_of
 
 ALL_VARIANTS = [(step, v.name) for step in STEPS for v in patches.variants(step)]
 
@@ -35,9 +33,15 @@ def test_every_patch_applies_to_todays_step(step, name):
     assert 1 <= len(variant.changes) <= limit, "a variant changes one lesson line or a few"
 
 
-@pytest.mark.parametrize("step,kind,name", [
-    (step, kind, v.name) for step in STEPS for kind in ("whatif", "invariants")
-    for v in patches.variants(step, kind)])
+@pytest.mark.parametrize(
+    "step,kind,name",
+    [
+        (step, kind, v.name)
+        for step in STEPS
+        for kind in ("whatif", "invariants")
+        for v in patches.variants(step, kind)
+    ],
+)
 def test_every_patched_step_is_python(step, kind, name):
     # a patch's added lines go in as deep as the step's code around them now sits: an import
     # added beside the imports lands inside the steps' try block (make readme WHATIF=1
@@ -48,8 +52,11 @@ def test_every_patched_step_is_python(step, kind, name):
 
 def test_a_step_that_changed_under_a_patch_fails_with_the_patchs_name():
     variant = next(v for v in patches.variants(3) if v.name == "no_cut")
-    text = STEPS[3].read_text().replace("gathered[: eval_dataloader.total_dataset_length]",
-                                        "gathered[:408]")
+    text = (
+        STEPS[3]
+        .read_text()
+        .replace("gathered[: eval_dataloader.total_dataset_length]", "gathered[:408]")
+    )
     assert text != STEPS[3].read_text()
     with pytest.raises(patches.PatchError) as error:
         patches.apply_patch(variant.path, text)
@@ -67,28 +74,52 @@ def test_a_mended_comment_breaks_no_patch(step):
     code = lambda script: [code_of(line) for line in script.splitlines() if code_of(line)]
     for kind in ("whatif", "invariants"):
         for variant in patches.variants(step, kind):
-            assert code(patches.apply_patch(variant.path, mended)) == \
-                code(patches.apply_patch(variant.path, text)), variant.name
+            assert code(patches.apply_patch(variant.path, mended)) == code(
+                patches.apply_patch(variant.path, text)
+            ), variant.name
 
 
 def test_there_are_the_variants_the_course_promises():
     names = {step: {v.name for v in patches.variants(step)} for step in STEPS}
     assert names[1] == {"no_zero_grad", "no_scheduler_step", "no_model_eval"}
     assert names[2] == {"model_not_prepared", "loss_backward", "scheduler_prepared"}
-    assert names[3] == {"no_gather", "no_cut", "every_process_prints_and_writes",
-                        "gather_for_metrics", "labels_not_gathered", "no_end_training",
-                        "main_process_evaluates_alone", "main_process_evaluates_alone_unwrapped",
-                        "prepared_model_saved", "prepared_state_dict_saved",
-                        "every_process_saves", "load_state_without_wait"}
+    assert names[3] == {
+        "no_gather",
+        "no_cut",
+        "every_process_prints_and_writes",
+        "gather_for_metrics",
+        "labels_not_gathered",
+        "no_end_training",
+        "main_process_evaluates_alone",
+        "main_process_evaluates_alone_unwrapped",
+        "prepared_model_saved",
+        "prepared_state_dict_saved",
+        "every_process_saves",
+        "load_state_without_wait",
+    }
     assert {step: {v.name for v in patches.variants(step, "invariants")} for step in STEPS} == {
-        1: set(), 2: {"mixed_precision_bf16"}, 4: set(),
-        3: {"seedable_batches", "accumulate_2", "save_state", "resume_state", "reduced_loss",
-            "save_state_main_only"}}
-    assert names[4] == {"accelerator_without_cpu", "accelerator_before_launch",
-                        "dynamic_padding", "loss_item_every_step"}
+        1: set(),
+        2: {"mixed_precision_bf16"},
+        4: set(),
+        3: {
+            "seedable_batches",
+            "accumulate_2",
+            "save_state",
+            "resume_state",
+            "reduced_loss",
+            "save_state_main_only",
+        },
+    }
+    assert names[4] == {
+        "accelerator_without_cpu",
+        "accelerator_before_launch",
+        "dynamic_padding",
+        "loss_item_every_step",
+    }
 
 
 # step 1, one process ---------------------------------------------------------------------
+
 
 @pytest.mark.step1
 def test_step1_without_zero_grad_adds_up_the_gradients(lab_runs):
@@ -117,10 +148,14 @@ def test_step1_without_model_eval_trains_the_same_and_predicts_otherwise(lab_run
 
 # step 2, two processes -------------------------------------------------------------------
 
+
 @pytest.mark.step2
 def test_step2_on_two_processes_scores_each_share_apart(lab_runs):
     lesson = lab_runs(2)["lesson"]
-    assert lesson.processes_reporting == lesson.accelerator_processes == 2 and lesson.processes_alone == 0
+    assert (
+        lesson.processes_reporting == lesson.accelerator_processes == 2
+        and lesson.processes_alone == 0
+    )
     assert lesson.weights_equal  # one model: DDP averaged the gradients
     assert lesson.scored == [208, 208]  # what step 3 fixes: no gather
     assert lesson.writes == 2
@@ -154,12 +189,13 @@ def test_step2_prepared_scheduler_steps_once_per_process(lab_runs):
     steps = len(lesson.learning_rates)
     # two scheduler steps per optimizer step: the linear schedule over 30 steps reaches 0
     # after 15
-    assert run.learning_rates[steps // 2:] == [0.0] * (steps - steps // 2)
+    assert run.learning_rates[steps // 2 :] == [0.0] * (steps - steps // 2)
     assert min(lesson.learning_rates) > 0
     assert run.losses[:2] == lesson.losses[:2] and run.losses != lesson.losses
 
 
 # step 3, two processes -------------------------------------------------------------------
+
 
 @pytest.mark.step3
 def test_step3_without_gather_each_process_scores_its_share(lab_runs):
@@ -235,8 +271,12 @@ def test_step3_evaluating_on_the_main_process_alone_unwrapped_works_and_costs(la
 def test_step3_the_lessons_saved_model_reloads_to_its_trained_weights(lab_runs):
     lesson = lab_runs(3)["lesson"]
     assert lesson.saves == 1
-    assert lesson.saved_files == ["config.json", "model.safetensors", "tokenizer.json",
-                                  "tokenizer_config.json"]
+    assert lesson.saved_files == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     assert lesson.reloaded == lesson.weights and lesson.saved_first_name.startswith("bert.")
 
 
@@ -245,8 +285,9 @@ def test_step3_saving_the_prepared_model_stops_the_main_process(lab_runs):
     # DistributedDataParallel has no save_pretrained: the main process stops after training
     # and evaluating, at the save, and writes neither the model nor metrics.json
     run = lab_runs(3)["prepared_model_saved"]
-    assert run.error == ("AttributeError: 'DistributedDataParallel' object has no attribute "
-                         "'save_pretrained'"), run.error
+    assert run.error == (
+        "AttributeError: 'DistributedDataParallel' object has no attribute 'save_pretrained'"
+    ), run.error
     assert run.learning_rates and run.writes == 0 and run.saved_files is None
 
 
@@ -280,11 +321,13 @@ def test_step3_load_state_right_after_save_state_stops_a_process(lab_runs):
     assert "Connection closed by peer" in run.error, run.error
     assert "; process 1 stopped with: " in run.error and run.writes == 0, run.error
     from accelerate_course.diagnosis import process_symptoms
+
     assert [s.name for s in process_symptoms(run)] == ["read_unfinished"]
     assert run.learning_rates  # it trained, then stopped at the load
 
 
 # step 4, notebook_launcher on two processes, dropout off -----------------------------------
+
 
 @pytest.mark.step4
 def test_step4_plain_accelerator_on_a_cpu_leaves_each_process_alone(lab_runs):
@@ -314,6 +357,7 @@ def test_step4_loss_item_at_every_step_is_the_same_on_a_cpu(lab_runs):
 
 # the README's tables ---------------------------------------------------------------------
 
+
 def masked(table):
     """Return a what-if table without its last column (the time, which no two runs share)."""
     return [re.sub(r"\|[^|]*\|\s*$", "|", line) for line in table.strip().splitlines()]
@@ -328,6 +372,7 @@ def measured_on_this_processor():
     """Return whether this processor is the one docs/invariants.md names as the one its
     tables were measured on ("an AMD EPYC (family 26, model 2)")."""
     from accelerate_course.machine import cpuinfo
+
     page = (REPO / "docs" / "invariants.md").read_text()
     named = re.search(r"family (\d+), model (\d+)\)", page)
     info = cpuinfo()
@@ -340,14 +385,19 @@ def bf16_kernels_masked(table):
     much the losses differ, and so the verdict's first words (on an AMD EPYC Zen 5: 0.5833,
     1 of 408; on an Intel Xeon model 167: 0.5858, 0 of 408). The float32 run's accuracy and
     what accelerator.backward does in bf16 stay compared."""
+
     def mask(line):
         if not line.startswith("| mixed precision: bf16"):
             return line
         line = re.sub(r"accuracy [\d.]+ against", "accuracy <bf16> against", line)
         line = re.sub(r"\d+ of (\d+) predictions differ", r"<n> of \1 predictions differ", line)
         line = re.sub(r"losses differ by [\d.]+", "losses differ by <bf16>", line)
-        return re.sub(r"\| (the same predictions|other numbers, as another seed would give);",
-                      "| <bf16's verdict>;", line)
+        return re.sub(
+            r"\| (the same predictions|other numbers, as another seed would give);",
+            "| <bf16's verdict>;",
+            line,
+        )
+
     return "\n".join(map(mask, table.splitlines()))
 
 
@@ -356,14 +406,18 @@ def test_the_readme_shows_each_steps_table_as_the_lab_measures_it(lab_runs, step
     # the English pages; a Chinese page's block is the same table with the notes in Chinese
     # (tests/test_zh_pages.py holds the two equal)
     english = update_readme.ENGLISH
-    shown = dict((int(m.group(2)), m.group(3))
-                 for m in update_readme.shown(update_readme.WHATIF, english))
+    shown = dict(
+        (int(m.group(2)), m.group(3)) for m in update_readme.shown(update_readme.WHATIF, english)
+    )
     assert step in shown, f"no lesson page has a what-if table for step {step}"
     measured = update_readme.whatif_block(step, lab_runs(step).rows)
-    assert masked(shown[step]) == masked(measured), \
+    assert masked(shown[step]) == masked(measured), (
         f"the step {step} what-if table is stale: run make readme WHATIF=1"
-    invariants = dict((int(m.group(2)), m.group(3))
-                      for m in update_readme.shown(update_readme.INVARIANTS, english))
+    )
+    invariants = dict(
+        (int(m.group(2)), m.group(3))
+        for m in update_readme.shown(update_readme.INVARIANTS, english)
+    )
     rows = lab_runs(step).invariant_rows
     assert (step in invariants) == bool(rows), f"step {step}'s invariants table"
     if rows:  # (times aside, as in the what-if tables: "training 0.93 s against 0.85 s")
@@ -371,34 +425,44 @@ def test_the_readme_shows_each_steps_table_as_the_lab_measures_it(lab_runs, step
         measured_table = untimed(update_readme.invariants_block(step, rows))
         if not measured_on_this_processor():  # bf16's kernels are the processor's own
             shown_table, measured_table = map(bf16_kernels_masked, (shown_table, measured_table))
-        assert shown_table == measured_table, \
+        assert shown_table == measured_table, (
             f"the step {step} invariants table is stale: run make readme WHATIF=1"
-    questions = dict((int(m.group(2)), m.group(3))
-                     for m in update_readme.shown(update_readme.QUESTIONS, english))
-    assert questions.get(step) == update_readme.questions_block(step, lab_runs(step).rows), \
+        )
+    questions = dict(
+        (int(m.group(2)), m.group(3)) for m in update_readme.shown(update_readme.QUESTIONS, english)
+    )
+    assert questions.get(step) == update_readme.questions_block(step, lab_runs(step).rows), (
         f"the teacher's page's questions for step {step} are stale: run make readme WHATIF=1"
+    )
 
 
 def test_the_terminal_gets_plain_text_and_the_pages_markdown():
     # make what-if prints for a person at a terminal; the pages get the Markdown: the same
     # rows, as data, rendered twice
-    rows = [lab.Row("lesson", [], 0, None, ["2 processes", "scored 208 + 208"], "-", 1.0),
-            lab.Row("no_cut", ["- a", "+ b"], 7, None, ["2 processes"], "the cut is gone", 1.2)]
+    rows = [
+        lab.Row("lesson", [], 0, None, ["2 processes", "scored 208 + 208"], "-", 1.0),
+        lab.Row("no_cut", ["- a", "+ b"], 7, None, ["2 processes"], "the cut is gone", 1.2),
+    ]
     text = whatif.plain_text(3, lab.WhatIf(rows, [], {}))
     assert not any(mark in text for mark in ("<br>", "`", "| ", "**"))
     assert "  change    - a\n            + b\n            and 7 more lines" in text
     assert "  result    the cut is gone" in text
     page = update_readme.whatif_block(3, rows)
-    assert "| no_cut | `- a`<br>`+ b`<br>and 7 more lines | 2 processes | the cut is gone | 1.2 s |" \
+    assert (
+        "| no_cut | `- a`<br>`+ b`<br>and 7 more lines | 2 processes | the cut is gone | 1.2 s |"
         in page
+    )
 
 
 def test_a_stopped_runs_line_holds_nothing_that_changes_from_run_to_run():
     # the tables and the teacher's questions quote it: gloo's source location on the machine
     # that built torch, and the peer's port, would make every measurement a new table
     from accelerate_course.lab_driver import first_line
-    gloo = RuntimeError("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
-                        "Connection closed by peer [127.0.0.1]:14361\nmore")
+
+    gloo = RuntimeError(
+        "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+        "Connection closed by peer [127.0.0.1]:14361\nmore"
+    )
     assert first_line(gloo) == "Connection closed by peer [127.0.0.1]"
     plain = ValueError("Mismatch in the number of predictions (416) and references (408)")
     assert first_line(plain) == str(plain)

@@ -8,16 +8,22 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import REPO
 
-pytestmark = [pytest.mark.runs,
-              pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")]
+pytestmark = [
+    pytest.mark.runs,
+    pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make"),
+]
 
 
 def make(*words):
-    return subprocess.run(["make", "--no-print-directory", "OS=Windows_NT", *words], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["make", "--no-print-directory", "OS=Windows_NT", *words],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_make_lesson_runs_with_python_on_windows():
@@ -33,6 +39,8 @@ def test_every_other_goal_names_wsl_and_the_python_command_in_one_line(goal):
     refused = make(goal)
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.count("\n") == 1
-    assert refused.stderr.startswith(f"Makefile:11: *** on Windows, make {goal} needs WSL "
-                                     "(Windows Subsystem for Linux): in PowerShell, wsl --install")
+    assert refused.stderr.startswith(
+        f"Makefile:11: *** on Windows, make {goal} needs WSL "
+        "(Windows Subsystem for Linux): in PowerShell, wsl --install"
+    )
     assert "python -m accelerate_course.lesson 3" in refused.stderr

@@ -22,8 +22,9 @@ import pytest
 from accelerate_course.maintain import update_readme
 
 REPO = Path(__file__).resolve().parent.parent
-PAIRS = {str(zh.relative_to(REPO)): str(en.relative_to(REPO))
-         for zh, en in update_readme.CHINESE.items()}
+PAIRS = {
+    str(zh.relative_to(REPO)): str(en.relative_to(REPO)) for zh, en in update_readme.CHINESE.items()
+}
 GLOSSARY = "docs/glossary.zh-CN.md"
 CHINESE_PAGES = [*PAIRS, GLOSSARY]
 # English sections a Chinese page does not mirror: one Chinese section links to them instead
@@ -31,8 +32,9 @@ CHINESE_PAGES = [*PAIRS, GLOSSARY]
 NOT_MIRRORED = {}
 # each English heading's Chinese counterpart (the same level, the same order, on every page)
 HEADINGS = {
-    "From a plain PyTorch loop to distributed training with 🤗 Accelerate":
-        "从普通 PyTorch 训练循环到 🤗 Accelerate 分布式训练",
+    "From a plain PyTorch loop to distributed training with 🤗 Accelerate": (
+        "从普通 PyTorch 训练循环到 🤗 Accelerate 分布式训练"
+    ),
     "Start here: two commands": "从这里开始：两条命令",
     "Where is my model": "我的模型在哪里",
     "What `make course` prints": "`make course` 输出什么",
@@ -44,7 +46,9 @@ HEADINGS = {
     "Step 1 — the plain PyTorch loop": "第 1 步：普通 PyTorch 训练循环",
     "Step 2 — Accelerate": "第 2 步：Accelerate",
     "Step 3 — several processes": "第 3 步：多个进程",
-    "Step 4 — the TPU notebook: `notebook_launcher`": "第 4 步：TPU Notebook 与 `notebook_launcher`",
+    "Step 4 — the TPU notebook: `notebook_launcher`": (
+        "第 4 步：TPU Notebook 与 `notebook_launcher`"
+    ),
     "What it does": "它做什么",
     "What changes": "改了什么",
     "Why": "为什么这样写",
@@ -63,12 +67,16 @@ HEADINGS = {
     "GitHub Classroom": "GitHub Classroom",
     "Gradescope": "Gradescope",
     "Where a class can run it": "全班可以在哪里运行",
-    "Your own setup: flags, files, checkpoints, machines": "你自己的设置：参数、文件、checkpoint 和机器",
+    "Your own setup: flags, files, checkpoints, machines": (
+        "你自己的设置：参数、文件、checkpoint 和机器"
+    ),
     "Your own dataset": "你自己的数据集",
     "Your own checkpoint": "你自己的 checkpoint",
     "The course's own setup, from the Hub": "从 Hub 获取课程原本的设置",
     "Where the Hub cannot be reached": "访问不了 Hub 时",
-    "What a run writes, and what a bad input or Ctrl-C leaves": "一次运行写出什么，以及错误输入或 Ctrl-C 之后留下什么",
+    "What a run writes, and what a bad input or Ctrl-C leaves": (
+        "一次运行写出什么，以及错误输入或 Ctrl-C 之后留下什么"
+    ),
     "Installing torch": "安装 torch",
     "Your machine": "你的机器",
     "A class in mainland China": "在中国大陆上课",
@@ -96,7 +104,7 @@ def mirrored(page):
         heading = f"## {title}\n"
         start = text.index(heading) + len(heading)
         after = re.search(r"^## ", text[start:], re.M)
-        text = text[:start] + "\n" + (text[start + after.start():] if after else "")
+        text = text[:start] + "\n" + (text[start + after.start() :] if after else "")
     return text
 
 
@@ -123,8 +131,10 @@ def numbers(text):
 
 def headings(text):
     """Return the page's headings outside code blocks: (level, text)."""
-    return [(len(marks), title.strip())
-            for marks, title in re.findall(r"^(#{1,6}) (.*)$", FENCE.sub("", text), re.M)]
+    return [
+        (len(marks), title.strip())
+        for marks, title in re.findall(r"^(#{1,6}) (.*)$", FENCE.sub("", text), re.M)
+    ]
 
 
 def english_headings(page):
@@ -159,8 +169,11 @@ def anchors(page):
 
 def links(text):
     """Return the relative links of a page's Markdown, outside its code blocks."""
-    return [target for target in re.findall(r"\]\(([^)\s]+)\)", FENCE.sub("", text))
-            if not re.match(r"[a-z]+:", target)]
+    return [
+        target
+        for target in re.findall(r"\]\(([^)\s]+)\)", FENCE.sub("", text))
+        if not re.match(r"[a-z]+:", target)
+    ]
 
 
 def glossary_variants():
@@ -184,6 +197,7 @@ def zh_prose(text):
     """Return a Chinese page's prose, as tests/test_pages.py takes an English page's: no
     generated blocks, code blocks, tables, headings or comments."""
     from test_pages import prose
+
     return prose(text)
 
 
@@ -203,19 +217,25 @@ def zh_sentences(text):
 @pytest.mark.parametrize("page", PAIRS)
 def test_every_generated_block_is_the_english_pages(page):
     chinese, english = blocks(read(page)), blocks(mirrored(PAIRS[page]))
-    assert [b[:2] for b in chinese] == [b[:2] for b in english], \
+    assert [b[:2] for b in chinese] == [b[:2] for b in english], (
         f"{page} and {PAIRS[page]} hold other blocks: run make readme"
+    )
     for (kind, args, body), (_, _, theirs) in zip(chinese, english):
         if kind == "whatif":  # the measured table the same; the notes in Chinese
-            assert body == update_readme.whatif_table(theirs) + \
-                update_readme.whatif_notes(int(args), "zh-CN"), \
-                f"{page}: its whatif {args} block is not the English table with the Chinese notes"
+            assert body == update_readme.whatif_table(theirs) + update_readme.whatif_notes(
+                int(args), "zh-CN"
+            ), f"{page}: its whatif {args} block is not the English table with the Chinese notes"
             continue
-        differ = [(ours, english_line) for ours, english_line
-                  in zip(body.splitlines(), theirs.splitlines()) if ours != english_line]
-        assert body == theirs, (f"{page}: its {kind} {args} block differs from "
-                                f"{PAIRS[page]}'s (run make readme); first at\n  "
-                                + "\n  ".join(differ[0] if differ else ["(a line more or less)"]))
+        differ = [
+            (ours, english_line)
+            for ours, english_line in zip(body.splitlines(), theirs.splitlines())
+            if ours != english_line
+        ]
+        assert body == theirs, (
+            f"{page}: its {kind} {args} block differs from "
+            f"{PAIRS[page]}'s (run make readme); first at\n  "
+            + "\n  ".join(differ[0] if differ else ["(a line more or less)"])
+        )
 
 
 def test_make_readme_writes_the_english_pages_measured_blocks_into_the_chinese_ones():
@@ -223,31 +243,43 @@ def test_make_readme_writes_the_english_pages_measured_blocks_into_the_chinese_o
     # and questions blocks from its English page (the diffs and badges it renders for both)
     english = "<!-- BEGIN whatif 3 -->\n| measured here |\n<!-- END whatif -->\n"
     chinese = "中文。\n<!-- BEGIN whatif 3 -->\n| an older table |\n<!-- END whatif -->\n"
-    assert update_readme.copy_measured(chinese, english) == \
-        "中文。\n<!-- BEGIN whatif 3 -->\n| measured here |\n" + \
-        update_readme.whatif_notes(3, "zh-CN") + "<!-- END whatif -->\n"
-    stale = [str(page.relative_to(REPO)) for page, text in update_readme.rendered_pages().items()
-             if text != page.read_text()]
+    assert (
+        update_readme.copy_measured(chinese, english)
+        == "中文。\n<!-- BEGIN whatif 3 -->\n| measured here |\n"
+        + update_readme.whatif_notes(3, "zh-CN")
+        + "<!-- END whatif -->\n"
+    )
+    stale = [
+        str(page.relative_to(REPO))
+        for page, text in update_readme.rendered_pages().items()
+        if text != page.read_text()
+    ]
     assert not stale, f"run make readme: {stale}"
 
 
 @pytest.mark.parametrize("step", [1, 2, 3, 4])
 def test_every_what_if_note_is_in_chinese_with_the_english_notes_numbers(step):
     from accelerate_course import patches
+
     for variant in patches.variants(step):
-        assert bool(variant.note) == bool(variant.note_zh), \
+        assert bool(variant.note) == bool(variant.note_zh), (
             f"{variant.path.name}: a note in one language only (add the line 'zh-CN: ...')"
-        assert numbers(variant.note_zh) == numbers(variant.note), \
+        )
+        assert numbers(variant.note_zh) == numbers(variant.note), (
             f"{variant.path.name}: the Chinese note's numbers differ from the English note's"
-        assert not re.search(r"[a-z]{4,} [a-z]{4,} [a-z]{4,}", variant.note_zh), \
+        )
+        assert not re.search(r"[a-z]{4,} [a-z]{4,} [a-z]{4,}", variant.note_zh), (
             f"{variant.path.name}: its Chinese note holds an English sentence"
+        )
 
 
 @pytest.mark.parametrize("page", PAIRS)
 def test_every_number_is_the_english_pages(page):
     chinese, english = numbers(read(page)), numbers(mirrored(PAIRS[page]))
-    assert chinese == english, (f"numbers only on {page}: {sorted(chinese - english)}; "
-                                f"only on {PAIRS[page]}: {sorted(english - chinese)}")
+    assert chinese == english, (
+        f"numbers only on {page}: {sorted(chinese - english)}; "
+        f"only on {PAIRS[page]}: {sorted(english - chinese)}"
+    )
 
 
 @pytest.mark.parametrize("page", PAIRS)
@@ -310,17 +342,22 @@ def test_the_chinese_page_reads_in_short_sentences(page):
     lengths = [len(units) for units in zh_sentences(read(page))]
     long_ones = ["".join(units) for units in zh_sentences(read(page)) if len(units) > LONGEST]
     mean = sum(lengths) / len(lengths)
-    assert mean <= MEAN and not long_ones, \
-        f"{page}: {mean:.1f} units per sentence on average (goal {MEAN}); over {LONGEST}: {long_ones}"
+    assert mean <= MEAN and not long_ones, (
+        f"{page}: {mean:.1f} units per sentence on average (goal {MEAN}); "
+        f"over {LONGEST}: {long_ones}"
+    )
 
 
 def test_the_measures_count_as_they_say():
-    text = ("# 标题不算\n\n第一句很短。第二句有 `a long piece of code` 和 GPU！\n\n- 一个列表项"
-            "[带链接](https://example.com)\n- 另一个\n\n| 表 | 格 |\n\n```bash\n不算 2\n```\n")
+    text = (
+        "# 标题不算\n\n第一句很短。第二句有 `a long piece of code` 和 GPU！\n\n- 一个列表项"
+        "[带链接](https://example.com)\n- 另一个\n\n| 表 | 格 |\n\n```bash\n不算 2\n```\n"
+    )
     assert [len(units) for units in zh_sentences(text)] == [5, 7, 8, 3]
-    assert numbers("It took 2 min 34 s, 1,377 steps at 5e-5 from 0:35 ([link](a/3.md)).\n"
-                   "```\n99\n```\n<!-- BEGIN diff a b -->\n98\n<!-- END diff -->\n") == \
-        {"2", "34", "1377", "5e-5", "0:35"}
+    assert numbers(
+        "It took 2 min 34 s, 1,377 steps at 5e-5 from 0:35 ([link](a/3.md)).\n"
+        "```\n99\n```\n<!-- BEGIN diff a b -->\n98\n<!-- END diff -->\n"
+    ) == {"2", "34", "1377", "5e-5", "0:35"}
     assert slug("访问不了 Hub 时") == "访问不了-hub-时"
     assert slug("Why `--deterministic` on a GPU") == "why---deterministic-on-a-gpu"
 
@@ -328,5 +365,7 @@ def test_the_measures_count_as_they_say():
 if __name__ == "__main__":
     for page in sys.argv[1:] or CHINESE_PAGES:
         lengths = [len(units) for units in zh_sentences(read(page))]
-        print(f"{page}: {len(lengths)} sentences, {sum(lengths) / len(lengths):.1f} units on "
-              f"average, longest {max(lengths)}")
+        print(
+            f"{page}: {len(lengths)} sentences, {sum(lengths) / len(lengths):.1f} units on "
+            f"average, longest {max(lengths)}"
+        )

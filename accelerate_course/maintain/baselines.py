@@ -26,8 +26,12 @@ def overlap_features(sentence1, sentence2):
     """Return [jaccard, share of 1 in 2, share of 2 in 1, relative length difference]."""
     a, b = words(sentence1), words(sentence2)
     shared = len(a & b)
-    return [shared / max(len(a | b), 1), shared / max(len(a), 1), shared / max(len(b), 1),
-            abs(len(a) - len(b)) / max(len(a), len(b), 1)]
+    return [
+        shared / max(len(a | b), 1),
+        shared / max(len(a), 1),
+        shared / max(len(b), 1),
+        abs(len(a) - len(b)) / max(len(a), len(b), 1),
+    ]
 
 
 def baselines(raw):
@@ -38,8 +42,9 @@ def baselines(raw):
     y_valid = np.array(validation["label"])
     majority_label = int(np.bincount(y_train).argmax())
     x_train = [overlap_features(a, b) for a, b in zip(train["sentence1"], train["sentence2"])]
-    x_valid = [overlap_features(a, b)
-               for a, b in zip(validation["sentence1"], validation["sentence2"])]
+    x_valid = [
+        overlap_features(a, b) for a, b in zip(validation["sentence1"], validation["sentence2"])
+    ]
     predictions = LogisticRegression().fit(x_train, y_train).predict(x_valid)
     return {
         "majority": float(np.mean(y_valid == majority_label)),
@@ -49,8 +54,9 @@ def baselines(raw):
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.maintain.baselines",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m accelerate_course.maintain.baselines", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--dataset", default="embedded")
     args = parser.parse_args()
     result = baselines(load_splits(args.dataset))

@@ -30,8 +30,13 @@ import time
 import jupytext
 import nbformat
 
-from accelerate_course.published import (course_source, named_repository, notebook_links,
-                                         repository, version_tag)
+from accelerate_course.published import (
+    course_source,
+    named_repository,
+    notebook_links,
+    repository,
+    version_tag,
+)
 from accelerate_course.steps import REPO, TRAIN_PY
 
 FOLDER = TRAIN_PY[4].parent
@@ -44,8 +49,10 @@ OUTPUT = {"step4": NOTEBOOK, "course": COURSE_NOTEBOOK}
 PLACEHOLDER = re.compile(r"^# train\.py: cell (\d+)$")
 WRITTEN = "written by accelerate_course/maintain/build_notebook.py"
 # the XLA lane's count for the cells' text (tests/test_xla.py measures it again)
-COMPILES = ("4 graphs compiled in the first 3 optimizer steps, 1 at step 434 of the same "
-            "shapes (its cause was not traced), and 1 at the epoch's last batch")
+COMPILES = (
+    "4 graphs compiled in the first 3 optimizer steps, 1 at step 434 of the same "
+    "shapes (its cause was not traced), and 1 at the epoch's last batch"
+)
 
 
 def train_cells():
@@ -55,12 +62,26 @@ def train_cells():
 
 def pinned_packages():
     """Return requirements.txt's pins of what the notebook imports: torch and the libraries;
-    not the notebook runner, the plot or the tests, and not numpy, pandas, pyarrow and
+    not the notebook runner, the plot, the tests or their lint, and not numpy, pandas, pyarrow and
     scikit-learn, which a hosted runtime has already loaded or ships for its own tools."""
-    skip = ("pytest", "jupytext", "nbclient", "ipykernel", "matplotlib", "numpy==",
-            "pandas==", "pyarrow==", "scikit-learn==", "psutil==")
-    return [line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()
-            if line.strip() and not line.startswith("#") and not line.startswith(skip)]
+    skip = (
+        "pytest",
+        "ruff",
+        "jupytext",
+        "nbclient",
+        "ipykernel",
+        "matplotlib",
+        "numpy==",
+        "pandas==",
+        "pyarrow==",
+        "scikit-learn==",
+        "psutil==",
+    )
+    return [
+        line.strip()
+        for line in (REPO / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#") and not line.startswith(skip)
+    ]
 
 
 def setup_cell():
@@ -177,11 +198,15 @@ def build(kind="step4"):
     kind="course" the whole course's for a hosted runtime (docs/course_on_colab.py)."""
     source = train_cells()
     # comment_magics=False: the cells are plain Python, as they are in train.py
-    notebook = jupytext.read(CELLS if kind == "step4" else COURSE_CELLS,
-                             fmt={"extension": ".py", "format_name": "percent",
-                                  "comment_magics": False})
-    written = {f"# source: {WRITTEN}": course_source_cell,
-               f"# setup: {WRITTEN}": setup_cell, f"# clone: {WRITTEN}": clone_cell}
+    notebook = jupytext.read(
+        CELLS if kind == "step4" else COURSE_CELLS,
+        fmt={"extension": ".py", "format_name": "percent", "comment_magics": False},
+    )
+    written = {
+        f"# source: {WRITTEN}": course_source_cell,
+        f"# setup: {WRITTEN}": setup_cell,
+        f"# clone: {WRITTEN}": clone_cell,
+    }
     cells = []
     for cell in notebook.cells:
         match = PLACEHOLDER.match(cell.source.strip())
@@ -194,10 +219,11 @@ def build(kind="step4"):
             cells.append(nbformat.v4.new_code_cell(source[int(match.group(1))].source))
         else:
             if cell.cell_type == "markdown":
-                cell.source = (cell.source.replace(f"links: {WRITTEN}",
-                                                   notebook_links(OUTPUT[kind]))
-                               .replace("(DOCS/", f"({repository()}/blob/{version_tag()}/docs/")
-                               .replace("COMPILES", COMPILES))
+                cell.source = (
+                    cell.source.replace(f"links: {WRITTEN}", notebook_links(OUTPUT[kind]))
+                    .replace("(DOCS/", f"({repository()}/blob/{version_tag()}/docs/")
+                    .replace("COMPILES", COMPILES)
+                )
             cells.append(cell)
     notebook.cells = cells
     for i, cell in enumerate(notebook.cells):
@@ -223,15 +249,20 @@ def collapsed(outputs):
     line that a carriage return rewrote (a progress bar) kept as it was last drawn."""
     merged = []
     for output in outputs:
-        if output.output_type == "stream" and merged and merged[-1].output_type == "stream" \
-                and merged[-1].name == output.name:
+        if (
+            output.output_type == "stream"
+            and merged
+            and merged[-1].output_type == "stream"
+            and merged[-1].name == output.name
+        ):
             merged[-1].text += output.text
         else:
             merged.append(output)
     for output in merged:
         if output.output_type == "stream":
-            output.text = "\n".join(line.rstrip("\r").split("\r")[-1]
-                                    for line in output.text.split("\n"))
+            output.text = "\n".join(
+                line.rstrip("\r").split("\r")[-1] for line in output.text.split("\n")
+            )
     return merged
 
 
@@ -239,6 +270,7 @@ def machine_paths():
     """Return {absolute path of this machine: what the outputs say instead}, longest first."""
     import site
     import tempfile
+
     paths = {str(REPO): "<course>"}
     for folder in [*site.getsitepackages(), sys.prefix, sys.base_prefix]:
         paths.setdefault(str(folder), "<python>")
@@ -284,14 +316,16 @@ def execute(notebook, output_dir):
     os.environ.setdefault("HF_ENDPOINT", "http://127.0.0.1:9")  # the hub is not needed
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     start = time.perf_counter()
-    NotebookClient(notebook, timeout=900, kernel_name="python3",
-                   resources={"metadata": {"path": str(REPO)}}).execute()
+    NotebookClient(
+        notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(REPO)}}
+    ).execute()
     seconds = time.perf_counter() - start
     note = nbformat.v4.new_markdown_cell(
         f"*This copy was run by `make notebook` in the course's folder, on the embedded "
         f"default, on {describe_machine()}, in {seconds:.0f} s (a real Jupyter kernel; the "
         "launch's 2 processes on the CPU). The setup cell's output is not kept: it says what "
-        "the machine that runs it has.*")
+        "the machine that runs it has.*"
+    )
     note["id"] = "cell-run"
     notebook.cells.insert(1, note)
     return cleaned(notebook)
@@ -303,8 +337,10 @@ def as_text(notebook):
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.maintain.build_notebook",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m accelerate_course.maintain.build_notebook",
+        description=__doc__.splitlines()[0],
+    )
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--no-run", action="store_true", help="write it without outputs")
     parser.add_argument("--output-dir", default="outputs/notebook")

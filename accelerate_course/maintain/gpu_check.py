@@ -21,8 +21,8 @@ The table names the machine and the versions it ran on. With no GPU it says so i
 and exits 1; it exits 1 too when a row does not do what it must.
 
 A GPU machine without network access lacks the course's pinned packages: `make gpu-bundle`
-(accelerate_course/maintain/gpu_bundle.py) downloads them here, as wheels, into gpu-bundle/, with an install script
-that adds them to the GPU machine's own torch.
+(accelerate_course/maintain/gpu_bundle.py) downloads them here, as wheels, into gpu-bundle/,
+with an install script that adds them to the GPU machine's own torch.
 """
 
 import argparse
@@ -35,15 +35,22 @@ from pathlib import Path
 from typing import NamedTuple
 
 from accelerate_course import running
-from accelerate_course.measuring import VALIDATION_PAIRS
 from accelerate_course.commands import StepCommand, command_for, course_commands
 from accelerate_course.machine import cpu_name, machine
+from accelerate_course.measuring import VALIDATION_PAIRS
 from accelerate_course.run_course import StepRun, compare, run_round
 from accelerate_course.steps import FOLDERS
 from accelerate_course.torch_build import gpu_problem, nvidia_driver
 
-PACKAGES = ("torch", "transformers", "accelerate", "datasets", "evaluate", "tokenizers",
-            "huggingface_hub")
+PACKAGES = (
+    "torch",
+    "transformers",
+    "accelerate",
+    "datasets",
+    "evaluate",
+    "tokenizers",
+    "huggingface_hub",
+)
 BEGIN, END = "<!-- gpu-check: begin -->", "<!-- gpu-check: end -->"
 
 
@@ -60,6 +67,7 @@ def versions():
 
 class Row(NamedTuple):
     """One row of the table: a run, what it must do, and whether its own output says it did."""
+
     name: str
     how: str
     device: str  # the device the run itself reports
@@ -77,8 +85,9 @@ def device_of(metrics, output):
     line ('Device: cuda:0'), else '-' (it wrote and printed none)."""
     if metrics and metrics.get("device"):
         return metrics["device"]
-    return next((line.split(": ", 1)[1] for line in output.splitlines()
-                 if line.startswith("Device: ")), "-")
+    return next(
+        (line.split(": ", 1)[1] for line in output.splitlines() if line.startswith("Device: ")), "-"
+    )
 
 
 def on_cuda(metrics, output):
@@ -96,49 +105,116 @@ def check_rows(launches, step_flags, out, together=1):
     results = {}
     # name, how, launch, must, holds(metrics, output), needs a GPU, flags of its own
     rows = [
-        ("step1", "`python` (make course: --deterministic)", launches[1], "runs on the GPU",
-         on_cuda, True, ()),
-        ("step2", "`python` (make course: --deterministic)", launches[2],
-         "on the GPU, identical to step 1", lambda m, o: on_cuda(m, o)
-         and results.get("step1") is not None and compare(results["step1"], m, None)[1],
-         True, ()),
-        ("step3-gpu", "`accelerate launch --config_file configs/1-process.yaml`", one_gpu,
-         "1 process on the GPU, 408 kept", lambda m, o: on_cuda(m, o) and m["num_processes"] == 1
-         and len(m["predictions"]) == VALIDATION_PAIRS, True, ()),
-        ("step3-cpu", "the README's 2 CPU processes (`ACCELERATE_USE_CPU=1`)", launches[3],
-         "2 processes on the CPU, 416 gathered, 408 kept", lambda m, o: m["num_processes"] == 2
-         and device_of(m, o).startswith("cpu") and m.get("eval_gathered") == 416
-         and len(m["predictions"]) == VALIDATION_PAIRS, False, ()),
-        ("step4", "`python step4_tpu_notebook/train.py` (2 processes asked)", readme_step4,
-         "the CPU, saying so in one line", lambda m, o: m["num_processes"] == 2
-         and device_of(m, o).startswith("cpu")
-         and "note: 2 processes asked for and 1 GPU here" in o, True, ()),
-        ("step4-1", "`--num-processes 1` (Colab's one-GPU branch: in place)", readme_step4,
-         "1 process on the GPU", lambda m, o: on_cuda(m, o) and m["num_processes"] == 1, True,
-         ("--num-processes", "1")),
+        (
+            "step1",
+            "`python` (make course: --deterministic)",
+            launches[1],
+            "runs on the GPU",
+            on_cuda,
+            True,
+            (),
+        ),
+        (
+            "step2",
+            "`python` (make course: --deterministic)",
+            launches[2],
+            "on the GPU, identical to step 1",
+            lambda m, o: (
+                on_cuda(m, o)
+                and results.get("step1") is not None
+                and compare(results["step1"], m, None)[1]
+            ),
+            True,
+            (),
+        ),
+        (
+            "step3-gpu",
+            "`accelerate launch --config_file configs/1-process.yaml`",
+            one_gpu,
+            "1 process on the GPU, 408 kept",
+            lambda m, o: (
+                on_cuda(m, o)
+                and m["num_processes"] == 1
+                and len(m["predictions"]) == VALIDATION_PAIRS
+            ),
+            True,
+            (),
+        ),
+        (
+            "step3-cpu",
+            "the README's 2 CPU processes (`ACCELERATE_USE_CPU=1`)",
+            launches[3],
+            "2 processes on the CPU, 416 gathered, 408 kept",
+            lambda m, o: (
+                m["num_processes"] == 2
+                and device_of(m, o).startswith("cpu")
+                and m.get("eval_gathered") == 416
+                and len(m["predictions"]) == VALIDATION_PAIRS
+            ),
+            False,
+            (),
+        ),
+        (
+            "step4",
+            "`python step4_tpu_notebook/train.py` (2 processes asked)",
+            readme_step4,
+            "the CPU, saying so in one line",
+            lambda m, o: (
+                m["num_processes"] == 2
+                and device_of(m, o).startswith("cpu")
+                and "note: 2 processes asked for and 1 GPU here" in o
+            ),
+            True,
+            (),
+        ),
+        (
+            "step4-1",
+            "`--num-processes 1` (Colab's one-GPU branch: in place)",
+            readme_step4,
+            "1 process on the GPU",
+            lambda m, o: on_cuda(m, o) and m["num_processes"] == 1,
+            True,
+            ("--num-processes", "1"),
+        ),
     ]
-    runs = {name: StepRun(int(name[len("step")]), launch, [*step_flags, *flags], out / name)
-            for name, _, launch, _, _, _, flags in rows}
+    runs = {
+        name: StepRun(int(name[len("step")]), launch, [*step_flags, *flags], out / name)
+        for name, _, launch, _, _, _, flags in rows
+    }
     alone = [name for name, _, launch, _, _, _, flags in rows if processes(launch, flags) == 1]
     judged = {}
     for first, *_ in rows:
         if first in judged:
             continue
-        group = [first, *[other for other in alone if other != first and other not in judged
-                          ][:together - 1]] if first in alone else [first]
+        group = (
+            [
+                first,
+                *[other for other in alone if other != first and other not in judged][
+                    : together - 1
+                ],
+            ]
+            if first in alone
+            else [first]
+        )
         run_round([runs[name] for name in group])
-        for name, how, launch, must, holds, needs_gpu, flags in rows:  # in the table's order
+        for name, how, _launch, must, holds, needs_gpu, _flags in rows:  # in the table's order
             if name not in group:
                 continue
             run = runs[name]
             output = run.log.read_text(errors="replace")
             results[name] = metrics = run.metrics
             judged[name] = row = Row(
-                name, how, device_of(metrics, output),
+                name,
+                how,
+                device_of(metrics, output),
                 str(metrics["num_processes"]) if metrics else "-",
                 f"{metrics['accuracy']:.4f}" if metrics else "FAILED",
-                f"{metrics['f1']:.4f}" if metrics else "-", run.seconds, must,
-                metrics is not None and bool(holds(metrics, output)), needs_gpu)
+                f"{metrics['f1']:.4f}" if metrics else "-",
+                run.seconds,
+                must,
+                metrics is not None and bool(holds(metrics, output)),
+                needs_gpu,
+            )
             print(markdown_row(row), flush=True)
             if metrics is None:
                 print("    " + "\n    ".join(output.strip().splitlines()[-5:]), flush=True)
@@ -147,46 +223,78 @@ def check_rows(launches, step_flags, out, together=1):
 
 def processes(launch, flags):
     """How many processes a row's run starts: its launch's, or the --num-processes it adds."""
-    return int(flags[flags.index("--num-processes") + 1]) if "--num-processes" in flags \
+    return (
+        int(flags[flags.index("--num-processes") + 1])
+        if "--num-processes" in flags
         else launch.processes
+    )
 
 
 def markdown_row(row):
-    cells = [row.name, row.how, row.device, row.processes, row.accuracy, row.f1,
-             f"{row.seconds:.0f}", row.must, "yes" if row.holds else "**NO**"]
+    cells = [
+        row.name,
+        row.how,
+        row.device,
+        row.processes,
+        row.accuracy,
+        row.f1,
+        f"{row.seconds:.0f}",
+        row.must,
+        "yes" if row.holds else "**NO**",
+    ]
     return "| " + " | ".join(cells) + " |"
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.maintain.gpu_check",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m accelerate_course.maintain.gpu_check", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--output-dir", default="outputs/gpu-check")
     parser.add_argument("--write", help="a page to write the table into (between its markers)")
-    parser.add_argument("--rehearse", action="store_true",
-                        help="run every row on this machine without a GPU, to check the script "
-                             "itself (every row that needs the GPU must then say NO)")
-    parser.add_argument("--step-flags", default="",
-                        help="flags for every step, e.g. '--max-train-steps 20' (a rehearsal)")
+    parser.add_argument(
+        "--rehearse",
+        action="store_true",
+        help="run every row on this machine without a GPU, to check the script "
+        "itself (every row that needs the GPU must then say NO)",
+    )
+    parser.add_argument(
+        "--step-flags",
+        default="",
+        help="flags for every step, e.g. '--max-train-steps 20' (a rehearsal)",
+    )
     args = parser.parse_args()
     step_flags = tuple(args.step_flags.split())
     import torch
+
     problem = gpu_problem(torch)
     if problem:
         sys.exit(f"error: {problem}")
     if not torch.cuda.is_available() and not args.rehearse:
-        sys.exit("error: no CUDA GPU here (torch.cuda.is_available() is False); make gpu-check "
-                 "runs on a machine with an NVIDIA GPU")
+        sys.exit(
+            "error: no CUDA GPU here (torch.cuda.is_available() is False); make gpu-check "
+            "runs on a machine with an NVIDIA GPU"
+        )
     # one GPU, the case a class meets most (Colab, Kaggle, a laptop): GPU 0 only
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")
     gpus, tpu, mps, hardware, _ = machine()
     launches = course_commands(max(gpus, 1), tpu)  # a rehearsal plans as if for one GPU
-    lines = [f"Machine: {hardware} ({cpu_name()}), NVIDIA driver "
-             f"{nvidia_driver()}; Python {platform.python_version()}; {versions()}.", "",
-             "The plan `make course` prints here:", "", "```text"]
-    lines += [f"step {step}  {launch.launcher:<18} {launch.where}" for step, launch in
-              launches.items()]
-    lines += ["```", "", "| run | how | device | processes | accuracy | F1 | wall s | must | holds |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Machine: {hardware} ({cpu_name()}), NVIDIA driver "
+        f"{nvidia_driver()}; Python {platform.python_version()}; {versions()}.",
+        "",
+        "The plan `make course` prints here:",
+        "",
+        "```text",
+    ]
+    lines += [
+        f"step {step}  {launch.launcher:<18} {launch.where}" for step, launch in launches.items()
+    ]
+    lines += [
+        "```",
+        "",
+        "| run | how | device | processes | accuracy | F1 | wall s | must | holds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     try:
         with running.stop_together():
             rows = check_rows(launches, step_flags, Path(args.output_dir))
@@ -194,7 +302,9 @@ def main():
         running.end_command(stop, "the GPU check was stopped: no table")
     lines += [markdown_row(row) for row in rows]
     if args.rehearse:
-        lines.insert(0, "A rehearsal on a machine without a GPU: it checks this script, not a GPU.\n")
+        lines.insert(
+            0, "A rehearsal on a machine without a GPU: it checks this script, not a GPU.\n"
+        )
     table = "\n".join(lines)
     print("\n" + table)
     if args.write:

@@ -2,7 +2,8 @@
 
     python -m accelerate_course.maintain.update_readme                 (the diffs: make readme)
     python -m accelerate_course.maintain.update_readme --whatif [N ..] (and the what-if and
-                                                  invariants tables, measured now: make readme WHATIF=1)
+                                                  invariants tables, measured now: make
+                                                  readme WHATIF=1)
     python -m accelerate_course.maintain.update_readme --check         (exit 1 if a diff is stale)
 
 A generated block sits between two markers, on any of PAGES (the README, each lesson's page,
@@ -23,9 +24,9 @@ its invariants table (on docs/invariants.md), and (on the teacher's page)
     <!-- BEGIN questions 3 -->  ...  <!-- END questions -->
 the questions to ask a class before a run, one per what-if, each with its measured answer:
 only a run can measure them (accelerate_course/lab.py's what_if), and
-whatif_block, invariants_block and questions_block render its rows here, as the terminal's make what-if renders
-them there. tests/test_readme.py and tests/test_whatif.py fail when a page and the code
-disagree.
+whatif_block, invariants_block and questions_block render its rows here, as the terminal's
+make what-if renders them there. tests/test_readme.py and tests/test_whatif.py fail when a
+page and the code disagree.
 """
 
 import argparse
@@ -42,19 +43,28 @@ README = REPO / "README.md"
 # terms they use). They hold the same generated blocks as their English page, from the same
 # runs: the diffs and links rendered here, the measured tables and questions copied from the
 # English page (tests/test_zh_pages.py holds the two languages' blocks equal)
-CHINESE = {REPO / "README.zh-CN.md": README,
-           **{REPO / folder / "README.zh-CN.md": REPO / folder / "README.md"
-              for folder in FOLDERS.values()},
-           **{REPO / "docs" / f"{name}.zh-CN.md": REPO / "docs" / f"{name}.md"
-              for name in ("teaching", "your-own-setup")}}
-ENGLISH = [README, *(REPO / folder / "README.md" for folder in FOLDERS.values()),
-           REPO / "docs" / "invariants.md", REPO / "docs" / "teaching.md",
-           REPO / "docs" / "classroom.md"]
+CHINESE = {
+    REPO / "README.zh-CN.md": README,
+    **{
+        REPO / folder / "README.zh-CN.md": REPO / folder / "README.md"
+        for folder in FOLDERS.values()
+    },
+    **{
+        REPO / "docs" / f"{name}.zh-CN.md": REPO / "docs" / f"{name}.md"
+        for name in ("teaching", "your-own-setup")
+    },
+}
+ENGLISH = [
+    README,
+    *(REPO / folder / "README.md" for folder in FOLDERS.values()),
+    REPO / "docs" / "invariants.md",
+    REPO / "docs" / "teaching.md",
+    REPO / "docs" / "classroom.md",
+]
 PAGES = [*ENGLISH, *(page for page, english in CHINESE.items() if english in ENGLISH)]
 BLOCK = re.compile(r"(<!-- BEGIN diff (\S+) (\S+) -->\n)(.*?)(<!-- END diff -->)", re.S)
 WHATIF = re.compile(r"(<!-- BEGIN whatif (\d) -->\n)(.*?)(<!-- END whatif -->)", re.S)
-INVARIANTS = re.compile(r"(<!-- BEGIN invariants (\d) -->\n)(.*?)(<!-- END invariants -->)",
-                        re.S)
+INVARIANTS = re.compile(r"(<!-- BEGIN invariants (\d) -->\n)(.*?)(<!-- END invariants -->)", re.S)
 LINKS = re.compile(r"(<!-- BEGIN links -->\n)(.*?)(<!-- END links -->)", re.S)
 POINTS = re.compile(r"(<!-- BEGIN points -->\n)(.*?)(<!-- END points -->)", re.S)
 QUESTIONS = re.compile(r"(<!-- BEGIN questions (\d) -->\n)(.*?)(<!-- END questions -->)", re.S)
@@ -76,17 +86,23 @@ def cell(text):
 def whatif_block(step, rows, with_time=True):
     """Return a step's what-if table (lab.Rows) as its lesson page shows it, then its
     variants' notes."""
-    header = "| variant | the change | measured | against the lesson |" + \
-        (" time |" if with_time else "")
+    header = "| variant | the change | measured | against the lesson |" + (
+        " time |" if with_time else ""
+    )
     lines = [header, "|" + "---|" * (5 if with_time else 4)]
     for row in rows:
         change = [f"`{line}`" for line in row.change] + (
-            [f"and {row.more} more lines"] if row.more else [])
+            [f"and {row.more} more lines"] if row.more else []
+        )
         change = "<br>".join(change) or ("-" if not row.setting else "the lesson")
         if row.setting:
             change += f", with {row.setting}"
-        cells = [f"**{row.variant}**" if row.variant == "lesson" else row.variant, change,
-                 cell(", ".join(row.measured)), cell(row.verdict)]
+        cells = [
+            f"**{row.variant}**" if row.variant == "lesson" else row.variant,
+            change,
+            cell(", ".join(row.measured)),
+            cell(row.verdict),
+        ]
         if with_time:
             cells.append(f"{row.seconds:.1f} s")
         lines.append("| " + " | ".join(cells) + " |")
@@ -110,9 +126,19 @@ def invariants_block(step, rows):
     patches adds."""
     lines = ["| invariant | compared | measured | verdict |", "|---|---|---|---|"]
     for row in rows:
-        lines.append("| " + " | ".join(cell(text) for text in (
-            row.invariant, row.compared, "; ".join(row.measured),
-            row.verdict + ("" if row.holds else " (**does not hold**)"))) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                cell(text)
+                for text in (
+                    row.invariant,
+                    row.compared,
+                    "; ".join(row.measured),
+                    row.verdict + ("" if row.holds else " (**does not hold**)"),
+                )
+            )
+            + " |"
+        )
     notes = [f"- **{v.name}**: {v.title}. {v.note}" for v in patches.variants(step, "invariants")]
     return "\n".join(lines) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
@@ -121,19 +147,27 @@ def questions_block(step, rows):
     """Return the questions to ask before a step's what-ifs run (their patches' titles), each
     with what the run measured (its row's verdict)."""
     titles = {variant.name: variant.title for variant in patches.variants(step)}
-    return "".join(f"- *What if {titles[row.variant]}?* Measured: {row.verdict}.\n"
-                   for row in rows if row.variant in titles and not row.setting)
+    return "".join(
+        f"- *What if {titles[row.variant]}?* Measured: {row.verdict}.\n"
+        for row in rows
+        if row.variant in titles and not row.setting
+    )
 
 
 def links_block():
     """Return the README's badges: the whole course in a Codespace and on Colab or Kaggle
     (docs/course_on_colab.ipynb), and step 4's notebook."""
-    unpublished = "" if published.named_repository() else \
-        " (they open once the course is published: docs/publishing.md, then make readme)"
-    return (f"The whole course{unpublished}: {published.codespaces_link()} "
-            f"{published.notebook_links(REPO / 'docs' / 'course_on_colab.ipynb')}  \n"
-            f"Step 4's notebook: "
-            f"{published.notebook_links(REPO / FOLDERS[4] / 'tpu_training.ipynb')}\n")
+    unpublished = (
+        ""
+        if published.named_repository()
+        else " (they open once the course is published: docs/publishing.md, then make readme)"
+    )
+    return (
+        f"The whole course{unpublished}: {published.codespaces_link()} "
+        f"{published.notebook_links(REPO / 'docs' / 'course_on_colab.ipynb')}  \n"
+        f"Step 4's notebook: "
+        f"{published.notebook_links(REPO / FOLDERS[4] / 'tpu_training.ipynb')}\n"
+    )
 
 
 def points_block():
@@ -144,6 +178,7 @@ def points_block():
 def render(text, results=None):
     """Return a page's text with every diff block regenerated, and the what-if and invariants
     blocks of the steps in results ({step: lab.WhatIf}) replaced."""
+
     def diff(match):
         head, earlier, later, _, tail = match.groups()
         return f"{head}```diff\n{step_diff(earlier, later)}```\n{tail}"
@@ -154,10 +189,15 @@ def render(text, results=None):
             result = (results or {}).get(int(step))
             if result is None:
                 return match.group(0)
-            body = whatif_block(int(step), result.rows) if block is WHATIF else \
-                questions_block(int(step), result.rows) if block is QUESTIONS else \
-                invariants_block(int(step), result.invariant_rows)
+            body = (
+                whatif_block(int(step), result.rows)
+                if block is WHATIF
+                else questions_block(int(step), result.rows)
+                if block is QUESTIONS
+                else invariants_block(int(step), result.invariant_rows)
+            )
             return head + body + tail
+
         return replace
 
     text = BLOCK.sub(diff, text)
@@ -179,12 +219,15 @@ def copy_measured(text, english):
     for pattern in MEASURED:
         blocks = {match.group(2): match.group(3) for match in pattern.finditer(english)}
         if pattern is WHATIF:  # the measured table, and the notes in Chinese
-            blocks = {step: whatif_table(body) + whatif_notes(int(step), "zh-CN")
-                      for step, body in blocks.items()}
+            blocks = {
+                step: whatif_table(body) + whatif_notes(int(step), "zh-CN")
+                for step, body in blocks.items()
+            }
 
         def replace(match):
             head, step, body, tail = match.groups()
-            return head + blocks.get(step, body) + tail
+            return head + blocks.get(step, body) + tail  # noqa: B023 (used in this iteration)
+
         text = pattern.sub(replace, text)
     return text
 
@@ -217,19 +260,31 @@ def write_pages(results=None):
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.maintain.update_readme",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m accelerate_course.maintain.update_readme",
+        description=__doc__.splitlines()[0],
+    )
     parser.add_argument("--check", action="store_true")
-    parser.add_argument("--whatif", type=int, nargs="*", choices=list(FOLDERS),
-                        help="measure the what-if and invariants tables of these steps (all "
-                             "when none is named) and write them too")
+    parser.add_argument(
+        "--whatif",
+        type=int,
+        nargs="*",
+        choices=list(FOLDERS),
+        help="measure the what-if and invariants tables of these steps (all "
+        "when none is named) and write them too",
+    )
     args = parser.parse_args()
     if args.check:
-        stale = [str(page.relative_to(REPO)) for page, text in rendered_pages().items()
-                 if text != page.read_text()]
+        stale = [
+            str(page.relative_to(REPO))
+            for page, text in rendered_pages().items()
+            if text != page.read_text()
+        ]
         if stale:
-            sys.exit(f"error: stale diffs in {', '.join(stale)}; run python -m "
-                     "accelerate_course.maintain.update_readme")
+            sys.exit(
+                f"error: stale diffs in {', '.join(stale)}; run python -m "
+                "accelerate_course.maintain.update_readme"
+            )
         return
     results = {}
     if args.whatif is not None:

@@ -1,17 +1,20 @@
 """Rebuild the embedded default from source and compare it with the committed files.
 
-    python -m accelerate_course.maintain.verify_embedded           (make verify-embedded: about 20 minutes on 2 cores)
-    python -m accelerate_course.maintain.verify_embedded --record  (the same; when the rebuild is the same bytes on a
-                                               processor the committed trace does not list yet,
-                                               add it there)
+    python -m accelerate_course.maintain.verify_embedded
+        (make verify-embedded: about 20 minutes on 2 cores)
+    python -m accelerate_course.maintain.verify_embedded --record
+        (the same; when the rebuild is the same bytes on a processor the committed trace does
+        not list yet, add it there)
 
 1. The data (pure Python): the same bytes on any machine, or the check fails.
-2. The checkpoint, built from that data with its trace (accelerate_course/maintain/embedded/trace.py):
+2. The checkpoint, built from that data with its trace
+   (accelerate_course/maintain/embedded/trace.py):
    config.json and the tokenizer files must be the same bytes on any machine. For
    model.safetensors:
    - the same bytes: the check holds if the two traces agree too;
-   - other bytes on a processor that accelerate_course/maintain/embedded/checkpoint_trace.json.gz lists as having
-     matched: the check fails, naming where the traces part first;
+   - other bytes on a processor that
+     accelerate_course/maintain/embedded/checkpoint_trace.json.gz lists as having matched: the
+     check fails, naming where the traces part first;
    - other bytes on a processor it does not list: where the traces part is named, and the
      rebuilt checkpoint, fine-tuned by step 1 with the course's settings, must come within
      FINE_TUNED_TOLERANCE of the committed one (what a rounding-level change of the
@@ -32,9 +35,16 @@ import time
 from pathlib import Path
 
 from accelerate_course.lab_runs import lab_environment
+from accelerate_course.maintain.embedded.trace import (
+    TRACE_FILE,
+    describe,
+    first_difference,
+    load,
+    processor,
+    same_processor,
+    save,
+)
 from accelerate_course.steps import REPO
-from accelerate_course.maintain.embedded.trace import TRACE_FILE, describe, first_difference, load, processor
-from accelerate_course.maintain.embedded.trace import same_processor, save
 
 DATA = REPO / "common" / "embedded" / "data"
 CHECKPOINT = REPO / "common" / "embedded" / "checkpoint"
@@ -54,11 +64,14 @@ OTHER_KERNELS = {"ATEN_CPU_CAPABILITY": "default"}
 
 def run(*command, env=ENV):
     """Run a Python command from the repository root; exit with its output if it fails."""
-    result = subprocess.run([sys.executable, *map(str, command)], cwd=REPO, env=env,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, *map(str, command)], cwd=REPO, env=env, capture_output=True, text=True
+    )
     if result.returncode != 0:
-        sys.exit(f"error: {' '.join(map(str, command))} failed:\n{result.stdout[-2000:]}"
-                 f"{result.stderr[-2000:]}")
+        sys.exit(
+            f"error: {' '.join(map(str, command))} failed:\n{result.stdout[-2000:]}"
+            f"{result.stderr[-2000:]}"
+        )
     return result
 
 
@@ -70,15 +83,26 @@ def same_files(built, committed, names):
         if not equal:
             different.append(name)
         size = (committed / name).stat().st_size
-        print(f"  {'same bytes' if equal else 'DIFFERENT '}  {committed.relative_to(REPO) / name}"
-              f"  ({size:,} bytes)", flush=True)
+        print(
+            f"  {'same bytes' if equal else 'DIFFERENT '}  {committed.relative_to(REPO) / name}"
+            f"  ({size:,} bytes)",
+            flush=True,
+        )
     return different
 
 
 def fine_tune(checkpoint, dataset, out):
     """Return step 1's metrics for a checkpoint fine-tuned with the course's settings."""
-    run("step1_plain_loop/train.py", "--checkpoint", checkpoint, "--dataset", dataset,
-        "--output-dir", out, env=dict(ENV, OMP_NUM_THREADS="1"))
+    run(
+        "step1_plain_loop/train.py",
+        "--checkpoint",
+        checkpoint,
+        "--dataset",
+        dataset,
+        "--output-dir",
+        out,
+        env=dict(ENV, OMP_NUM_THREADS="1"),
+    )
     return json.loads((Path(out) / "metrics.json").read_text())
 
 
@@ -93,10 +117,14 @@ def weights_verdict(reference, built, here):
     one, before any fine-tuning: a processor the reference trace lists as matched must match."""
     where = first_difference(reference, built) or "nowhere in the trace (only the saved bytes)"
     if any(same_processor(p, here) for p in reference["matched_on"]):
-        return False, (f"  the traces part first at {where}; this kind of processor rebuilt "
-                       "the same bytes before, so something else changed")
-    return None, (f"  the traces part first at {where}; this kind of processor is not among "
-                  "those that rebuilt the same bytes")
+        return False, (
+            f"  the traces part first at {where}; this kind of processor rebuilt "
+            "the same bytes before, so something else changed"
+        )
+    return None, (
+        f"  the traces part first at {where}; this kind of processor is not among "
+        "those that rebuilt the same bytes"
+    )
 
 
 def short_builds(folder, data):
@@ -104,16 +132,38 @@ def short_builds(folder, data):
     processor, and on other kernels); print a line for each comparison; return True if the
     first two traces agree and the control differs."""
     control = [f"--kernels={k}={v}" for k, v in OTHER_KERNELS.items()]
-    settings = {"as they are": ({}, []), "as if on an AVX2-only processor": (AVX2_ONLY, []),
-                "control": ({}, control)}
+    settings = {
+        "as they are": ({}, []),
+        "as if on an AVX2-only processor": (AVX2_ONLY, []),
+        "control": ({}, control),
+    }
     builds = {}
     for name, (environment, arguments) in settings.items():
         out = folder / ("short-" + name.replace(" ", "-"))
-        builds[name] = (out, subprocess.Popen(
-            [sys.executable, "-m", BUILDER, "--steps", str(SHORT_STEPS), "--out", out,
-             "--data", data, "--trace", out / "trace.json.gz", *arguments], cwd=REPO,
-            env=dict(ENV, **environment), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True))
+        builds[name] = (
+            out,
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    BUILDER,
+                    "--steps",
+                    str(SHORT_STEPS),
+                    "--out",
+                    out,
+                    "--data",
+                    data,
+                    "--trace",
+                    out / "trace.json.gz",
+                    *arguments,
+                ],
+                cwd=REPO,
+                env=dict(ENV, **environment),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            ),
+        )
     traces = {}
     for name, (out, build) in builds.items():
         _, err = build.communicate()
@@ -122,22 +172,34 @@ def short_builds(folder, data):
         traces[name] = load(out / "trace.json.gz")
     avx2 = first_difference(traces["as they are"], traces["as if on an AVX2-only processor"])
     caught = first_difference(traces["as they are"], traces["control"])
-    print(f"  {'same trace' if avx2 is None else 'DIFFERENT '}  {SHORT_STEPS} steps, as they "
-          "are and as if on an AVX2-only processor ("
-          + " ".join(f"{k}={v}" for k, v in AVX2_ONLY.items()) + ")"
-          + ("" if avx2 is None else f": they part at {avx2}"), flush=True)
-    print(f"  {'differs   ' if caught else 'NOT CAUGHT'}  {SHORT_STEPS} steps on other kernels ("
-          + " ".join(f"{k}={v}" for k, v in OTHER_KERNELS.items()) + "), the control"
-          + (f": caught at {caught}" if caught else ": the trace saw no difference"), flush=True)
+    print(
+        f"  {'same trace' if avx2 is None else 'DIFFERENT '}  {SHORT_STEPS} steps, as they "
+        "are and as if on an AVX2-only processor ("
+        + " ".join(f"{k}={v}" for k, v in AVX2_ONLY.items())
+        + ")"
+        + ("" if avx2 is None else f": they part at {avx2}"),
+        flush=True,
+    )
+    print(
+        f"  {'differs   ' if caught else 'NOT CAUGHT'}  {SHORT_STEPS} steps on other kernels ("
+        + " ".join(f"{k}={v}" for k, v in OTHER_KERNELS.items())
+        + "), the control"
+        + (f": caught at {caught}" if caught else ": the trace saw no difference"),
+        flush=True,
+    )
     return avx2 is None and caught is not None
 
 
 def main():
-    parser = argparse.ArgumentParser(prog="python -m accelerate_course.maintain.verify_embedded",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--record", action="store_true",
-                        help="add this processor to the committed trace's list when it "
-                             "rebuilds the same bytes")
+    parser = argparse.ArgumentParser(
+        prog="python -m accelerate_course.maintain.verify_embedded",
+        description=__doc__.splitlines()[0],
+    )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="add this processor to the committed trace's list when it rebuilds the same bytes",
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     here = processor()
@@ -147,27 +209,37 @@ def main():
     print(f"rebuilding into {folder}\non {describe(here)}", flush=True)
     run("-m", "accelerate_course.maintain.embedded.build_data", "--out", data)
     different = same_files(data, DATA, ["train.jsonl", "validation.jsonl", "test.jsonl"])
-    print(f"  data generated in {time.perf_counter() - start:.0f} s; pretraining the "
-          "checkpoint from it (about 15 minutes) ...", flush=True)
-    built = run("-m", BUILDER, "--out", checkpoint, "--data", data,
-                "--trace", folder / "trace.json.gz")
+    print(
+        f"  data generated in {time.perf_counter() - start:.0f} s; pretraining the "
+        "checkpoint from it (about 15 minutes) ...",
+        flush=True,
+    )
+    built = run(
+        "-m", BUILDER, "--out", checkpoint, "--data", data, "--trace", folder / "trace.json.gz"
+    )
     kernels = next(line for line in built.stdout.splitlines() if "kernels: " in line)
     print("  pretrained with kernels: " + kernels.split("kernels: ")[1], flush=True)
-    different += same_files(checkpoint, CHECKPOINT, ["config.json", "tokenizer.json",
-                                                     "tokenizer_config.json"])
+    different += same_files(
+        checkpoint, CHECKPOINT, ["config.json", "tokenizer.json", "tokenizer_config.json"]
+    )
     weights = same_files(checkpoint, CHECKPOINT, ["model.safetensors"])
     ok = not different
     if not weights:
         # the same bytes: the trace must have come out the same too, or it could not say where
         # another machine's build parts from this one
         where = first_difference(reference, load(folder / "trace.json.gz"))
-        print(f"  {'same trace' if where is None else 'DIFFERENT '}  the build's trace, "
-              "operation by operation and step by step"
-              + ("" if where is None else f": they part at {where}"), flush=True)
+        print(
+            f"  {'same trace' if where is None else 'DIFFERENT '}  the build's trace, "
+            "operation by operation and step by step"
+            + ("" if where is None else f": they part at {where}"),
+            flush=True,
+        )
         ok &= where is None
         known = any(same_processor(p, here) for p in reference["matched_on"])
-        print(f"  this kind of processor {'was' if known else 'was not yet'} among those "
-              f"that rebuilt the same bytes ({len(reference['matched_on'])} recorded)")
+        print(
+            f"  this kind of processor {'was' if known else 'was not yet'} among those "
+            f"that rebuilt the same bytes ({len(reference['matched_on'])} recorded)"
+        )
         if not known and args.record and where is None:
             reference["matched_on"].append(here)
             save(reference, TRACE_FILE)
@@ -179,16 +251,25 @@ def main():
             rebuilt = fine_tune(checkpoint, data, folder / "fine-tuned-rebuilt")
             committed = fine_tune(CHECKPOINT, "embedded", folder / "fine-tuned-committed")
             for name, m in (("rebuilt", rebuilt), ("committed", committed)):
-                print(f"  fine-tuned by step 1 ({name}): accuracy {m['accuracy']:.4f}, "
-                      f"f1 {m['f1']:.4f}")
+                print(
+                    f"  fine-tuned by step 1 ({name}): accuracy {m['accuracy']:.4f}, "
+                    f"f1 {m['f1']:.4f}"
+                )
             ok_weights = within_tolerance(rebuilt, committed)
-            print(f"  {'within' if ok_weights else 'NOT within'} {FINE_TUNED_TOLERANCE} of the "
-                  "committed checkpoint's accuracy and F1", flush=True)
+            print(
+                f"  {'within' if ok_weights else 'NOT within'} {FINE_TUNED_TOLERANCE} of the "
+                "committed checkpoint's accuracy and F1",
+                flush=True,
+            )
         ok &= ok_weights
     ok &= short_builds(folder, data)
-    verdict = ("the same" if ok and not weights else
-               "close enough (other bytes, on a processor not yet recorded)" if ok else
-               "NOT the same")
+    verdict = (
+        "the same"
+        if ok and not weights
+        else "close enough (other bytes, on a processor not yet recorded)"
+        if ok
+        else "NOT the same"
+    )
     print(f"{verdict}: rebuilt from source in {time.perf_counter() - start:.0f} s")
     sys.exit(0 if ok else 1)
 

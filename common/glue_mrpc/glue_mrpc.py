@@ -19,7 +19,9 @@ Returns:
     f1: 2 * precision * recall / (precision + recall) for label 1; 0.0 when no label 1 is
         predicted or present.
 """
-_CITATION = "Dolan and Brockett (2005), Automatically Constructing a Corpus of Sentential Paraphrases."
+_CITATION = (
+    "Dolan and Brockett (2005), Automatically Constructing a Corpus of Sentential Paraphrases."
+)
 
 
 class GlueMrpc(evaluate.Metric):

@@ -21,7 +21,6 @@ import threading
 
 from accelerate_course import running
 
-
 THREAD = "tests-ahead"  # the thread's name: the unit tests' guard lets it start processes
 
 

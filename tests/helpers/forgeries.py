@@ -22,19 +22,38 @@ ATTACKS = {
     "python_shim": "writes a python shim into the first folder of PATH",
     "git_hook": "installs git hooks in the workspace and in the grader's clone",
     "patched_course": "patches, in its own process, the course function the grade's reference "
-                      "predictions once came from (the driver's evaluate_alone), and hides the "
-                      "other process's print and bar",
+    "predictions once came from (the driver's evaluate_alone), and hides the "
+    "other process's print and bar",
     "step_by_route": "runs the course's step 3 by compile and exec of a path built from pieces",
     "empty_env_later": "starts a process with an empty environment, in a new session, that "
-                       "rewrites the grade after the grader has written it",
+    "rewrites the grade after the grader has written it",
 }
 
 # the results.json a forger writes: every check of the take-home passed, full points
-KEYS = {"whole_split": 2, "own_predictions": 2, "eval_loss": 2, "one_writer": 1,
-        "two_machines": 1, "one_printer": 1, "left_group": 1}
-FULL = {"score": 10, "output": "forged", "tests": [
-    {"name": key, "score": worth, "max_score": worth, "status": "passed", "output": "",
-     "extra_data": {"check": key}} for key, worth in KEYS.items()]}
+KEYS = {
+    "whole_split": 2,
+    "own_predictions": 2,
+    "eval_loss": 2,
+    "one_writer": 1,
+    "two_machines": 1,
+    "one_printer": 1,
+    "left_group": 1,
+}
+FULL = {
+    "score": 10,
+    "output": "forged",
+    "tests": [
+        {
+            "name": key,
+            "score": worth,
+            "max_score": worth,
+            "status": "passed",
+            "output": "",
+            "extra_data": {"check": key},
+        }
+        for key, worth in KEYS.items()
+    ],
+}
 PASSING = "import sys\nprint('forged: full points')\nsys.exit(0)\n"
 
 COMMON = f'''
@@ -76,7 +95,7 @@ PASSING = {PASSING!r}
 
 # a process that waits for the grade to be written, then writes its own (and the passing
 # check_result.py) over it; its targets as arguments
-LATER = '''
+LATER = """
 import os, sys, time
 results, check_result, full, passing = sys.argv[1:5]
 seen = {p: os.path.getmtime(p) if os.path.exists(p) else None for p in (results,)}
@@ -92,7 +111,7 @@ while time.time() < end:
                 pass
         break
     time.sleep(0.05)
-'''
+"""
 
 BODIES = {
     "check_result": "forge_write(forge_targets()['check_result'], PASSING)",
@@ -155,7 +174,7 @@ atexit.register(lambda: torch.distributed.destroy_process_group()
 forge_log("patched the course's functions in process " + rank)""",
 }
 
-ROUTE = '''
+ROUTE = """
 # %%
 def main():
     import builtins
@@ -169,7 +188,7 @@ def main():
 
 if __name__ == "__main__":
     main()
-'''
+"""
 
 EMPTY_ENV = """import subprocess, sys
 targets = forge_targets()
@@ -187,6 +206,9 @@ def forged(start, name):
     if name == "step_by_route":
         return head + "\n" + ROUTE
     body = BODIES[name]
-    attack = COMMON + f"LATER = {LATER!r}\n\n\ndef forge():\n" + "".join(
-        f"    {line}\n" for line in body.splitlines())
+    attack = (
+        COMMON
+        + f"LATER = {LATER!r}\n\n\ndef forge():\n"
+        + "".join(f"    {line}\n" for line in body.splitlines())
+    )
     return head + attack + "\n\n# %%\ndef main():\n    forge()" + main

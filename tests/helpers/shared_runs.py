@@ -36,13 +36,13 @@ import threading
 from accelerate_course import check, exercise, lab, lab_runs, patches
 from accelerate_course.steps import TRAIN_PY
 
-
 GRADED_STEP4_REFERENCE = "step 4's graded reference"  # in step 3's lab launch (see StepRuns)
 
 
 def made_once(method):
     """A property made once per StepRuns, under its lock: what one thread (the tests', or
     tests/helpers/ahead.py's) is making, another waits for instead of making it again."""
+
     @property
     @functools.wraps(method)
     def made(self):
@@ -50,23 +50,33 @@ def made_once(method):
             if method.__name__ not in self.made:
                 self.made[method.__name__] = method(self)
             return self.made[method.__name__]
+
     return made
 
 
 class StepRuns:
     """The lab's runs of one step (see the module's docstring), each launch made when first read."""
 
-    def __init__(self, step, folder, extra=None, unseen=(), step3_reference=None,
-                 selected=(1, 2, 3, 4), on_one_process=None, on_two_machines=None,
-                 machine_env=None):
+    def __init__(
+        self,
+        step,
+        folder,
+        extra=None,
+        unseen=(),
+        step3_reference=None,
+        selected=(1, 2, 3, 4),
+        on_one_process=None,
+        on_two_machines=None,
+        machine_env=None,
+    ):
         """extra: {name: script, or (script, env, flags)} run in the step's lab launch beside
         its variants; unseen: the names graded again in step 3's unseen setting (none: grading
         then runs every script there); step3_reference(name): a callable giving step 4's
         reference runs from step 3's lab launch ("lesson without dropout" for the lab, and
         GRADED_STEP4_REFERENCE for the grader), or None (then each runs alone); selected:
-        the steps whose checks read runs in this session (a run that only another step's checks read is made only
-        when they do); on_one_process: {name: (script, env, flags)} run last in the
-        one-process launch (last: a run's process-wide settings cannot reach the others);
+        the steps whose checks read runs in this session (a run that only another step's checks
+        read is made only when they do); on_one_process: {name: (script, env, flags)} run last
+        in the one-process launch (last: a run's process-wide settings cannot reach the others);
         on_two_machines: {name: (script, env, flags)} run in step 3's two-machine launch
         besides; machine_env(rank): what else each machine's launcher sees there (a
         cluster's variables), as lab_runs.run_on_two_machines takes it."""
@@ -88,9 +98,14 @@ class StepRuns:
             self.extra[GRADED_STEP4_REFERENCE] = (TRAIN_PY[3], {}, check.step4_flags(folder))
         # the scripts graded besides the lesson: variants, exercise, and the extras that are
         # plain scripts (not a helper run with flags of its own, not the grader's reference)
-        self.scripts = {**patches.variant_scripts(step, folder=folder),
-                        **{name: path for name, path in self.extra.items()
-                           if not isinstance(path, tuple) and name != check.REFERENCE}}
+        self.scripts = {
+            **patches.variant_scripts(step, folder=folder),
+            **{
+                name: path
+                for name, path in self.extra.items()
+                if not isinstance(path, tuple) and name != check.REFERENCE
+            },
+        }
         del self.scripts["lesson"]
         self.grading = check.grading_of(str(step)) if step > 1 else None
 
@@ -108,10 +123,14 @@ class StepRuns:
         2 cores instead of one after another."""
         if not self._shares_one_process_round:
             return []
-        return [lab_runs.lab_batch(2, self.one_process_scripts, self.folder / "one",
-                                   processes=1, launcher="accelerate"),
-                check.one_process_batch({"step1": TRAIN_PY[1], **self.candidates},
-                                        self.folder / "graded" / "one")]
+        return [
+            lab_runs.lab_batch(
+                2, self.one_process_scripts, self.folder / "one", processes=1, launcher="accelerate"
+            ),
+            check.one_process_batch(
+                {"step1": TRAIN_PY[1], **self.candidates}, self.folder / "graded" / "one"
+            ),
+        ]
 
     @made_once
     def _what_if(self):
@@ -134,8 +153,12 @@ class StepRuns:
 
     @property
     def one_process_scripts(self):
-        return {"step1": TRAIN_PY[1], "lesson": TRAIN_PY[2], "step3": TRAIN_PY[3],
-                **self.on_one_process}
+        return {
+            "step1": TRAIN_PY[1],
+            "lesson": TRAIN_PY[2],
+            "step3": TRAIN_PY[3],
+            **self.on_one_process,
+        }
 
     @property
     def candidates(self):
@@ -149,16 +172,24 @@ class StepRuns:
         is read too (_beside)."""
         if self._shares_one_process_round:
             return self._what_if.beside[0]
-        return lab_runs.run_scripts(2, self.one_process_scripts, self.folder / "one",
-                                    processes=1, launcher="accelerate")
+        return lab_runs.run_scripts(
+            2, self.one_process_scripts, self.folder / "one", processes=1, launcher="accelerate"
+        )
 
     @made_once
     def step3_without_dropout(self):
         """Step 3 on 2 processes with dropout off, the lab's flags (step 4's lesson compares
         with it): from step 3's lab launch when that launch is read anyway, else alone."""
         made = self.step3_reference("lesson without dropout") if self.step3_reference else None
-        return made or lab_runs.run_scripts(3, {"lesson": TRAIN_PY[3]}, self.folder / "step3",
-                                             lab_runs.lab_flags(4, self.folder))["lesson"]
+        return (
+            made
+            or lab_runs.run_scripts(
+                3,
+                {"lesson": TRAIN_PY[3]},
+                self.folder / "step3",
+                lab_runs.lab_flags(4, self.folder),
+            )["lesson"]
+        )
 
     @made_once
     def two_machines(self):
@@ -166,9 +197,13 @@ class StepRuns:
         `unseen` with the grader's flags for it (check.UNSEEN_FLAGS), and `on_two_machines`
         with their own; {name: measuring.measure(...)}, each run's folder in folder/two_machines."""
         scripts = {name: self.scripts.get(name, TRAIN_PY[3]) for name in self.unseen}
-        return lab_runs.run_on_two_machines(3, {**scripts, **self.on_two_machines},
-                                             self.folder / "two_machines", check.UNSEEN_FLAGS,
-                                             machine_env=self.machine_env)
+        return lab_runs.run_on_two_machines(
+            3,
+            {**scripts, **self.on_two_machines},
+            self.folder / "two_machines",
+            check.UNSEEN_FLAGS,
+            machine_env=self.machine_env,
+        )
 
     @made_once
     def runs(self):
@@ -182,8 +217,11 @@ class StepRuns:
             made[check.TWO_PROCESSES] = {**self.measured, check.REFERENCE: self.measured["lesson"]}
             if self._shares_one_process_round:
                 made[check.ONE_PROCESS] = self._what_if.beside[1]
-        reference = self.step3_reference(GRADED_STEP4_REFERENCE) \
-            if self.step == 4 and self.step3_reference else None
+        reference = (
+            self.step3_reference(GRADED_STEP4_REFERENCE)
+            if self.step == 4 and self.step3_reference
+            else None
+        )
         if reference:
             made[check.STEP3_REFERENCE] = {check.REFERENCE: reference}
         if self.step == 3:
@@ -195,8 +233,9 @@ class StepRuns:
     @made_once
     def graded(self):
         """{name: the grader's checks} for the lesson and every other script."""
-        return {name: check.grade(self.grading, name, self.runs)
-                for name in ["lesson", *self.scripts]}
+        return {
+            name: check.grade(self.grading, name, self.runs) for name in ["lesson", *self.scripts]
+        }
 
     def score(self, name):
         """Return (points scored, points the grade is out of) of a script."""
@@ -213,13 +252,22 @@ class SharedRuns:
     unseen setting; on_two_machines and machine_env, what step 3's two-machine launch runs
     besides and what its launchers see (see StepRuns)."""
 
-    def __init__(self, folder_for, selected=(1, 2, 3, 4), extra_for=None, on_one_process=None,
-                 unseen=(), on_two_machines=None, machine_env=None):
+    def __init__(
+        self,
+        folder_for,
+        selected=(1, 2, 3, 4),
+        extra_for=None,
+        on_one_process=None,
+        unseen=(),
+        on_two_machines=None,
+        machine_env=None,
+    ):
         self.folder_for, self.selected = folder_for, selected
         self.extra_for = extra_for or (lambda step, folder: {})
         self.on_one_process = on_one_process
-        self.step3_two_machines = dict(unseen=unseen, on_two_machines=on_two_machines,
-                                       machine_env=machine_env)
+        self.step3_two_machines = dict(
+            unseen=unseen, on_two_machines=on_two_machines, machine_env=machine_env
+        )
         self.made, self.lock = {}, threading.Lock()
 
     def step3_reference(self, name):
@@ -232,9 +280,12 @@ class SharedRuns:
             if step not in self.made:
                 folder = self.folder_for(step)
                 self.made[step] = StepRuns(
-                    step, folder, self.extra_for(step, folder),
+                    step,
+                    folder,
+                    self.extra_for(step, folder),
                     step3_reference=self.step3_reference if step == 4 else None,
                     selected=self.selected,
                     on_one_process=self.on_one_process if step == 2 else None,
-                    **(self.step3_two_machines if step == 3 else {}))
+                    **(self.step3_two_machines if step == 3 else {}),
+                )
             return self.made[step]

@@ -20,7 +20,7 @@ def wheel(folder, name, version):
         f"{name}/__init__.py": f'__version__ = "{version}"  # a stand-in\n',
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
         f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: standin\nRoot-Is-Purelib: true\n"
-                         "Tag: py3-none-any\n",
+        "Tag: py3-none-any\n",
     }
     record = []
     for path, text in files.items():
@@ -42,8 +42,14 @@ def index(folder, releases):
     for name, versions in releases.items():
         project = root / name
         links = [wheel(project, name, version).name for version in versions]
-        (project / "index.html").write_text("<!DOCTYPE html><html><body>\n" + "".join(
-            f'<a href="{link}">{link}</a><br>\n' for link in links) + "</body></html>\n")
-    (root / "index.html").write_text("<!DOCTYPE html><html><body>\n" + "".join(
-        f'<a href="{name}/">{name}</a><br>\n' for name in releases) + "</body></html>\n")
+        (project / "index.html").write_text(
+            "<!DOCTYPE html><html><body>\n"
+            + "".join(f'<a href="{link}">{link}</a><br>\n' for link in links)
+            + "</body></html>\n"
+        )
+    (root / "index.html").write_text(
+        "<!DOCTYPE html><html><body>\n"
+        + "".join(f'<a href="{name}/">{name}</a><br>\n' for name in releases)
+        + "</body></html>\n"
+    )
     return root.resolve().as_uri()

@@ -19,14 +19,20 @@ MISTAKES = {
     # the cut hard-coded for 2 processes x batches of 8 x 408 pairs
     "hardcoded_cut": [(CUT, "[:-8]"), (CUT, "[:-8]")],
     # the writer chosen per machine: right on one machine only
-    "local_main_writes": [("if accelerator.is_main_process:", "if accelerator.is_local_main_process:")],
+    "local_main_writes": [
+        ("if accelerator.is_main_process:", "if accelerator.is_local_main_process:")
+    ],
     # no training (the bar advanced by hand), and every process evaluates the whole split on
     # its own, unprepared loader, without gathering
     "no_training_whole_split": [
-        ("    for epoch in range(args.epochs):\n",
-         "    progress_bar.update(num_training_steps)\n    for epoch in range(0):\n"),
-        ("    train_dataloader, eval_dataloader, model, optimizer = accelerator.prepare(",
-         "    train_dataloader, _, model, optimizer = accelerator.prepare("),
+        (
+            "    for epoch in range(args.epochs):\n",
+            "    progress_bar.update(num_training_steps)\n    for epoch in range(0):\n",
+        ),
+        (
+            "    train_dataloader, eval_dataloader, model, optimizer = accelerator.prepare(",
+            "    train_dataloader, _, model, optimizer = accelerator.prepare(",
+        ),
         (GATHER_PREDICTIONS, "all_predictions.append(predictions)"),
         (GATHER_LABELS, 'all_labels.append(batch["labels"])'),
         (CUT, "[: len(eval_dataloader.dataset)]"),  # a plain loader: the split's own length
@@ -35,26 +41,36 @@ MISTAKES = {
     # trains, then copies the predictions of a metrics.json found near its output folder (an
     # earlier run's) instead of evaluating; its own metric is computed on the copy
     "copied_predictions": [
-        ("    for batch in eval_dataloader:\n",
-         "    import json, pathlib\n"
-         "    found = sorted(pathlib.Path(args.output_dir).parents[1].rglob('metrics.json'))\n"
-         "    copied = json.loads(found[0].read_text())['predictions'] if found else [0] * 408\n"
-         "    all_predictions.append(torch.tensor(copied))\n"
-         "    all_labels.append(eval_dataloader.dataset['labels'][:])\n"
-         "    for batch in []:\n"),
+        (
+            "    for batch in eval_dataloader:\n",
+            "    import json, pathlib\n"
+            "    found = sorted(pathlib.Path(args.output_dir).parents[1].rglob('metrics.json'))\n"
+            "    copied = json.loads(found[0].read_text())['predictions'] if found else [0] * 408\n"
+            "    all_predictions.append(torch.tensor(copied))\n"
+            "    all_labels.append(eval_dataloader.dataset['labels'][:])\n"
+            "    for batch in []:\n",
+        ),
     ],
     # evaluates and gathers, but writes one class for every pair instead of the model's
     # predictions (after a short run the model itself predicts one class: check.PREDICTING_RUN)
-    "fixed_predictions": [("predictions = torch.argmax(outputs.logits, dim=-1)",
-                           'predictions = torch.ones_like(batch["labels"])')],
+    "fixed_predictions": [
+        (
+            "predictions = torch.argmax(outputs.logits, dim=-1)",
+            'predictions = torch.ones_like(batch["labels"])',
+        )
+    ],
     # a crash (the labels left ungathered is a what-if variant: labels_not_gathered): the
     # predictions made a list before the gather
-    "tolist_before_gather": [(GATHER_PREDICTIONS,
-                              "all_predictions.append(torch.tensor(accelerator.gather("
-                              "predictions.tolist())))")],
+    "tolist_before_gather": [
+        (
+            GATHER_PREDICTIONS,
+            "all_predictions.append(torch.tensor(accelerator.gather(predictions.tolist())))",
+        )
+    ],
     # a collective only one process joins
-    "gather_on_main_only": [(GATHER_PREDICTIONS, "if accelerator.is_main_process:\n"
-                             "            " + GATHER_PREDICTIONS)],
+    "gather_on_main_only": [
+        (GATHER_PREDICTIONS, "if accelerator.is_main_process:\n            " + GATHER_PREDICTIONS)
+    ],
 }
 
 

@@ -1,7 +1,7 @@
 """Gather-and-truncate against Accelerate's own sharding, over a grid of sizes.
 
-    ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml --num_processes N \
-        truncation_grid.py --processes N --output-dir REPORT_DIR
+    ACCELERATE_USE_CPU=1 accelerate launch --config_file configs/cpu-2-processes.yaml \
+        --num_processes N truncation_grid.py --processes N --output-dir REPORT_DIR
     (or run by accelerate_course/lab_driver.py beside the steps, in the same launch)
 
 For every dataset size and batch size of the grid, each process iterates its share of a
@@ -50,15 +50,25 @@ def main():
             # last round
             global_batch = batch_size * accelerator.num_processes
             assert len(gathered) == -(-size // global_batch) * global_batch
-            cases.append({"size": size, "batch_size": batch_size, "gathered": len(gathered),
-                          "kept": len(kept)})
+            cases.append(
+                {
+                    "size": size,
+                    "batch_size": batch_size,
+                    "gathered": len(gathered),
+                    "kept": len(kept),
+                }
+            )
     if accelerator.is_main_process:
         args.output_dir.mkdir(parents=True, exist_ok=True)
-        (args.output_dir / "grid.json").write_text(json.dumps({
-            "num_processes": accelerator.num_processes,
-            "distributed_type": str(accelerator.distributed_type),
-            "cases": cases,
-        }))
+        (args.output_dir / "grid.json").write_text(
+            json.dumps(
+                {
+                    "num_processes": accelerator.num_processes,
+                    "distributed_type": str(accelerator.distributed_type),
+                    "cases": cases,
+                }
+            )
+        )
     accelerator.wait_for_everyone()
     accelerator.end_training()
 

@@ -70,19 +70,24 @@ def evaluation_loader(batch_size):
 def count(indices):
     """Rows, distinct indices, lost indices and duplicated indices of a gathered list."""
     seen = Counter(indices)
-    return {"rows": len(indices), "distinct": len(seen),
-            "lost": sorted(set(range(ROWS)) - set(seen)),
-            "duplicated": sorted(index for index, times in seen.items() if times > 1)}
+    return {
+        "rows": len(indices),
+        "distinct": len(seen),
+        "lost": sorted(set(range(ROWS)) - set(seen)),
+        "duplicated": sorted(index for index, times in seen.items() if times > 1),
+    }
 
 
 def state_seen(gradient_state, shard):
     """What gather_for_metrics reads: the active loader's end flag and remainder."""
-    return {"end_of_dataloader": gradient_state.end_of_dataloader,
-            "remainder": gradient_state.remainder,
-            # whether the shard is still GradientState's active loader (its end() not yet run)
-            "shard_active": gradient_state.in_dataloader,
-            # the flag on the shard itself, which stays set after its end()
-            "shard_flag": shard.end_of_dataloader}
+    return {
+        "end_of_dataloader": gradient_state.end_of_dataloader,
+        "remainder": gradient_state.remainder,
+        # whether the shard is still GradientState's active loader (its end() not yet run)
+        "shard_active": gradient_state.in_dataloader,
+        # the flag on the shard itself, which stays set after its end()
+        "shard_flag": shard.end_of_dataloader,
+    }
 
 
 def evaluate(accelerator, model, eval_dataloader, pause):
@@ -103,17 +108,26 @@ def evaluate(accelerator, model, eval_dataloader, pause):
         every = accelerator.gather(rows)["index"].cpu().tolist()
         for_metrics += kept
         gathered += every
-        batches.append({"batch": len(batches), "gathered": len(every), "for_metrics": len(kept),
-                        "before": before, "after": after})
+        batches.append(
+            {
+                "batch": len(batches),
+                "gathered": len(every),
+                "for_metrics": len(kept),
+                "before": before,
+                "after": after,
+            }
+        )
     # the course's way: keep one row per pair of the split, as the prepared loader counts them
     cut = gathered[: eval_dataloader.total_dataset_length]
-    return {"batches_per_device": len(batches),
-            "total_dataset_length": eval_dataloader.total_dataset_length,
-            "gather_for_metrics": count(for_metrics),
-            "course_cut": {"gathered": len(gathered), **count(cut)},
-            # the batches that gather_for_metrics returned shorter than gathered
-            "batches_cut": [b["batch"] for b in batches if b["for_metrics"] != b["gathered"]],
-            "batches": batches}
+    return {
+        "batches_per_device": len(batches),
+        "total_dataset_length": eval_dataloader.total_dataset_length,
+        "gather_for_metrics": count(for_metrics),
+        "course_cut": {"gathered": len(gathered), **count(cut)},
+        # the batches that gather_for_metrics returned shorter than gathered
+        "batches_cut": [b["batch"] for b in batches if b["for_metrics"] != b["gathered"]],
+        "batches": batches,
+    }
 
 
 def run_one_device(accelerator, model, batch_size, pause):
@@ -124,15 +138,28 @@ def run_one_device(accelerator, model, batch_size, pause):
 
 def run_rank0_of_2(accelerator, model, batch_size, pause):
     # rank 0's shard, by Accelerate's own sharding, behind the same wrapper and loader thread
-    eval_dataloader = prepare_data_loader(evaluation_loader(batch_size), accelerator.device,
-                                          num_processes=2, process_index=0,
-                                          rng_types=accelerator.rng_types.copy())
+    eval_dataloader = prepare_data_loader(
+        evaluation_loader(batch_size),
+        accelerator.device,
+        num_processes=2,
+        process_index=0,
+        rng_types=accelerator.rng_types.copy(),
+    )
     assert isinstance(eval_dataloader, MpDeviceLoaderWrapper), type(eval_dataloader)
     # each rank's batches by the same sharding, read here without Accelerate's state: rank 0's
     # first index says which batch the loop holds, and rank 1 holds the batch of that number
     sampler = eval_dataloader.batch_sampler
-    shards = [list(BatchSamplerShard(sampler.batch_sampler, num_processes=2, process_index=rank,
-                                     even_batches=sampler.even_batches)) for rank in (0, 1)]
+    shards = [
+        list(
+            BatchSamplerShard(
+                sampler.batch_sampler,
+                num_processes=2,
+                process_index=rank,
+                even_batches=sampler.even_batches,
+            )
+        )
+        for rank in (0, 1)
+    ]
     batch_number = {indices[0]: number for number, indices in enumerate(shards[0])}
     rank1_batches = [IndexedRows().batch_of(indices) for indices in shards[1]]
     one_device_gather = accelerator.gather
@@ -143,8 +170,10 @@ def run_rank0_of_2(accelerator, model, batch_size, pause):
         with torch.no_grad():
             rank1_predictions = torch.argmax(model(rank1["x"].to(accelerator.device)), dim=-1)
         rank1_rows = {"index": rank1["index"], "prediction": rank1_predictions}
-        return {key: torch.cat([one_device_gather(rows[key]).cpu(), rank1_rows[key].cpu()])
-                for key in rows}
+        return {
+            key: torch.cat([one_device_gather(rows[key]).cpu(), rank1_rows[key].cpu()])
+            for key in rows
+        }
 
     accelerator.gather = gather_two_ranks  # gather_for_metrics calls self.gather
     try:
@@ -173,24 +202,33 @@ def main():
         for batch_size in args.batch_sizes:
             for repeat in range(args.repeats):
                 result = SETTINGS[setting](accelerator, model, batch_size, args.pause)
-                results.append({"setting": setting, "batch_size": batch_size, "repeat": repeat,
-                                **result})
+                results.append(
+                    {"setting": setting, "batch_size": batch_size, "repeat": repeat, **result}
+                )
                 kept, cut = result["gather_for_metrics"], result["course_cut"]
-                print(f"{setting:9} batch {batch_size:3}: gather_for_metrics {kept['rows']} rows, "
-                      f"{kept['distinct']} distinct, {len(kept['lost'])} lost, "
-                      f"{len(kept['duplicated'])} duplicated (batches cut: "
-                      f"{result['batches_cut']}); course's cut {cut['rows']} of "
-                      f"{cut['gathered']} rows, {cut['distinct']} distinct", flush=True)
+                print(
+                    f"{setting:9} batch {batch_size:3}: gather_for_metrics {kept['rows']} rows, "
+                    f"{kept['distinct']} distinct, {len(kept['lost'])} lost, "
+                    f"{len(kept['duplicated'])} duplicated (batches cut: "
+                    f"{result['batches_cut']}); course's cut {cut['rows']} of "
+                    f"{cut['gathered']} rows, {cut['distinct']} distinct",
+                    flush=True,
+                )
     args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text(json.dumps({
-        "distributed_type": str(accelerator.distributed_type),
-        "device": str(accelerator.device),
-        "num_processes": accelerator.num_processes,
-        "loader": f"{MpDeviceLoaderWrapper.__module__}.{MpDeviceLoaderWrapper.__name__}",
-        "rows": ROWS,
-        "pause": args.pause,
-        "results": results,
-    }, indent=1))
+    args.report.write_text(
+        json.dumps(
+            {
+                "distributed_type": str(accelerator.distributed_type),
+                "device": str(accelerator.device),
+                "num_processes": accelerator.num_processes,
+                "loader": f"{MpDeviceLoaderWrapper.__module__}.{MpDeviceLoaderWrapper.__name__}",
+                "rows": ROWS,
+                "pause": args.pause,
+                "results": results,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

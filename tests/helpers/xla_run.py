@@ -1,6 +1,7 @@
 """Run step 4's main() on torch_xla and count XLA graph compilations at every optimizer step.
 
-    PJRT_DEVICE=CPU python xla_run.py REPORT.json [--dynamic-padding] [--variant NAME] [step 4 flags...]
+    PJRT_DEVICE=CPU python xla_run.py REPORT.json [--dynamic-padding] [--variant NAME]
+        [step 4 flags...]
 
 The step runs unchanged, except for two spies in its module namespace:
 - get_scheduler: the scheduler it returns also records, after each of its steps, how many
@@ -31,16 +32,18 @@ dropout_seed = None
 if "--dropout-seed" in step_args:
     at = step_args.index("--dropout-seed")
     dropout_seed = int(step_args[at + 1])
-    del step_args[at:at + 2]
+    del step_args[at : at + 2]
 if "--variant" in step_args:
     at = step_args.index("--variant")
     name = step_args[at + 1]
-    del step_args[at:at + 2]
+    del step_args[at : at + 2]
     from accelerate_course.patches import apply_patch
+
     variant = report_path.parent / f"{name}.py"
     variant.parent.mkdir(parents=True, exist_ok=True)
-    variant.write_text(apply_patch(repo / "step4_tpu_notebook" / "whatif" / f"{name}.patch",
-                                   script.read_text()))
+    variant.write_text(
+        apply_patch(repo / "step4_tpu_notebook" / "whatif" / f"{name}.patch", script.read_text())
+    )
     script = variant
 
 
@@ -81,17 +84,25 @@ def training_function(model, args):
         args.seed = dropout_seed
     original_training_function(model, args)
     from accelerate import PartialState
+
     state = PartialState()
-    report_path.write_text(json.dumps({
-        "compiles_after_each_step": counts,
-        "compiles_at_the_end": compiles(),
-        "distributed_type": str(state.distributed_type),
-        "device": str(state.device),
-        "num_processes": state.num_processes,
-        "padding": "dynamic" if dynamic else "fixed (128)",
-    }))
+    report_path.write_text(
+        json.dumps(
+            {
+                "compiles_after_each_step": counts,
+                "compiles_at_the_end": compiles(),
+                "distributed_type": str(state.distributed_type),
+                "device": str(state.device),
+                "num_processes": state.num_processes,
+                "padding": "dynamic" if dynamic else "fixed (128)",
+            }
+        )
+    )
 
 
-step_globals.update(get_scheduler=get_scheduler, get_dataloaders=get_dataloaders,
-                    training_function=training_function)
+step_globals.update(
+    get_scheduler=get_scheduler,
+    get_dataloaders=get_dataloaders,
+    training_function=training_function,
+)
 step["main"]()

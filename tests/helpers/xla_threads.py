@@ -26,8 +26,8 @@ os.environ["FORK_LAUNCHED"] = "1"  # what notebook_launcher's PrepareForLaunch s
 
 from pathlib import Path  # noqa: E402
 
-from accelerate import Accelerator  # noqa: E402
 import torch_xla.core.xla_model as xm  # noqa: E402
+from accelerate import Accelerator  # noqa: E402
 from torch_xla._internal import pjrt  # noqa: E402
 from transformers import AutoModelForSequenceClassification, set_seed  # noqa: E402
 
@@ -48,9 +48,13 @@ class StoppedAfterPrepare(Exception):
 def report(accelerator, model_id, parameters):
     both_prepared.wait()  # now both threads have moved "their" model
     first = parameters[0]
-    return {"thread": threading.current_thread().name, "device": str(accelerator.device),
-            "model_object": model_id, "weights_on": str(first.device),
-            "weights_sum": round(float(sum(p.detach().sum().item() for p in parameters)), 4)}
+    return {
+        "thread": threading.current_thread().name,
+        "device": str(accelerator.device),
+        "model_object": model_id,
+        "weights_on": str(first.device),
+        "weights_sum": round(float(sum(p.detach().sum().item() for p in parameters)), 4),
+    }
 
 
 def prepare_only(model, take_a_copy):
@@ -67,6 +71,7 @@ def step4_until_its_scheduler(model, args):
     # its own all-reduce, and they never meet: see docs/xla-lane.md); in threads of one
     # process, a rendezvous is a barrier, and here it is one
     xm.rendezvous = lambda tag, payload=b"", replicas=(): rendezvous.wait() and b""
+
     def get_scheduler(name, optimizer, **kwargs):
         raise StoppedAfterPrepare(optimizer.param_groups[0]["params"])
 
@@ -75,6 +80,7 @@ def step4_until_its_scheduler(model, args):
         STEP4["training_function"](model, args)
     except StoppedAfterPrepare as stopped:
         from accelerate import PartialState
+
         return report(PartialState(), id(stopped.parameters[0]), stopped.parameters)
     raise AssertionError("step 4 did not build its scheduler")
 
@@ -85,12 +91,13 @@ def main():
         args = STEP4["parse_args"](["--eval-batch-size", "32"])
         set_seed(args.seed)  # as step 4's main() does, before it creates the model
         model = AutoModelForSequenceClassification.from_pretrained(
-            str(REPO / "common" / "embedded" / "checkpoint"), num_labels=2)
-        results = pjrt.run_multiprocess(step4_until_its_scheduler, model, args,
-                                        start_method="fork")
+            str(REPO / "common" / "embedded" / "checkpoint"), num_labels=2
+        )
+        results = pjrt.run_multiprocess(step4_until_its_scheduler, model, args, start_method="fork")
     else:
         model = AutoModelForSequenceClassification.from_pretrained(
-            str(REPO / "common" / "embedded" / "checkpoint"), num_labels=2)
+            str(REPO / "common" / "embedded" / "checkpoint"), num_labels=2
+        )
         results = pjrt.run_multiprocess(prepare_only, model, mode == "copy", start_method="fork")
     Path(report_path).write_text(json.dumps(list(results.values()), indent=1))
     print(json.dumps(list(results.values()), indent=1))

@@ -49,15 +49,26 @@ import torch
 from tokenizers import normalizers, pre_tokenizers
 from transformers import BertConfig, BertForPreTraining, BertTokenizer, get_scheduler, set_seed
 
-from accelerate_course.maintain.embedded.trace import (OP_STEPS, TRACE_FILE, OpRecorder,
-                                                       digest, processor)
+from accelerate_course.maintain.embedded.trace import (
+    OP_STEPS,
+    TRACE_FILE,
+    OpRecorder,
+    digest,
+    processor,
+)
 from accelerate_course.maintain.embedded.trace import save as save_trace
-from common.embedded import CHECKPOINT as CHECKPOINT_DIR, DATA as DATA_DIR
+from common.embedded import CHECKPOINT as CHECKPOINT_DIR
+from common.embedded import DATA as DATA_DIR
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 VOCAB_SIZE = 2048
-MODEL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
-             max_position_embeddings=160)
+MODEL = dict(
+    hidden_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=512,
+    max_position_embeddings=160,
+)
 PRETRAIN = dict(steps=3000, batch_size=32, lr=1e-3, warmup=0.06, seed=1, token_weight=3.0)
 # the CPU kernels every build uses (see the docstring); torch reads them when it starts, so
 # main() restarts the builder with them set
@@ -114,7 +125,7 @@ def learn_wordpiece_vocabulary(sentences, vocab_size=VOCAB_SIZE, min_frequency=2
             i = 0
             while i < len(split) - 1:
                 if split[i] == a and split[i + 1] == b:
-                    split[i:i + 2] = [merged]
+                    split[i : i + 2] = [merged]
                 i += 1
         if merged not in known:
             vocabulary.append(merged)
@@ -128,9 +139,12 @@ def build_tokenizer(sentences):
     vocabulary = learn_wordpiece_vocabulary(sentences)
     # BertTokenizer builds the standard BERT pipeline around this vocabulary (cased here):
     # [CLS] A [SEP] B [SEP] with token_type_ids 0 and 1, exactly like bert-base-cased's
-    return BertTokenizer(vocab={token: i for i, token in enumerate(vocabulary)},
-                         do_lower_case=False, strip_accents=False,
-                         model_max_length=MODEL["max_position_embeddings"])
+    return BertTokenizer(
+        vocab={token: i for i, token in enumerate(vocabulary)},
+        do_lower_case=False,
+        strip_accents=False,
+        model_max_length=MODEL["max_position_embeddings"],
+    )
 
 
 def bare(word):
@@ -153,7 +167,7 @@ def restate(sentence, sentences, rng):
     parts = clauses(sentence)
     if len(parts) > 1 and rng.random() < 0.5:
         shortest = min(range(1, len(parts)), key=lambda i: len(parts[i].split()))
-        return (", ".join(parts[:shortest] + parts[shortest + 1:]) + ".").split()
+        return (", ".join(parts[:shortest] + parts[shortest + 1 :]) + ".").split()
     for donor in rng.sample(sentences, min(50, len(sentences))):
         extra = clauses(donor)[1:]
         if extra:
@@ -229,8 +243,9 @@ def mask_tokens(input_ids, tokenizer, special_mask, gen):
     to_mask = chosen & (torch.rand(input_ids.shape, generator=gen) < 0.8)
     masked[to_mask] = tokenizer.mask_token_id
     to_random = chosen & ~to_mask & (torch.rand(input_ids.shape, generator=gen) < 0.5)
-    masked[to_random] = torch.randint(len(SPECIAL_TOKENS), len(tokenizer), input_ids.shape,
-                                      generator=gen)[to_random]
+    masked[to_random] = torch.randint(
+        len(SPECIAL_TOKENS), len(tokenizer), input_ids.shape, generator=gen
+    )[to_random]
     return masked, labels
 
 
@@ -281,8 +296,9 @@ class AdamW(torch.optim.AdamW):
                 if not state:  # as torch's AdamW starts its state
                     state["step"] = torch.tensor(0.0, dtype=torch.float32)
                     state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(param,
-                                                           memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(
+                        param, memory_format=torch.preserve_format
+                    )
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 state["step"] += 1
                 param.mul_(1 - lr * group["weight_decay"])
@@ -292,7 +308,8 @@ class AdamW(torch.optim.AdamW):
                 step_size = lr / (1 - beta1**step)
                 bias_correction2_sqrt = (1 - beta2**step) ** 0.5
                 denom = (correctly_rounded_sqrt(exp_avg_sq) / bias_correction2_sqrt).add_(
-                    group["eps"])
+                    group["eps"]
+                )
                 param.addcdiv_(exp_avg, denom, value=-step_size)
 
 
@@ -317,13 +334,18 @@ def pretrain(model, tokenizer, sentences, seed, steps=PRETRAIN["steps"], trace=N
         if recorder:
             recorder.__enter__()
         # masked language modelling on single sentences
-        single = tokenizer(rng.sample(sentences, bs), padding=True, return_tensors="pt",
-                           return_special_tokens_mask=True)
+        single = tokenizer(
+            rng.sample(sentences, bs),
+            padding=True,
+            return_tensors="pt",
+            return_special_tokens_mask=True,
+        )
         special = single.pop("special_tokens_mask").bool() | (single["attention_mask"] == 0)
         single["input_ids"], mlm_labels = mask_tokens(single["input_ids"], tokenizer, special, gen)
         mlm = model(**single)
         mlm_loss = torch.nn.functional.cross_entropy(
-            mlm.prediction_logits.view(-1, mlm.prediction_logits.shape[-1]), mlm_labels.view(-1))
+            mlm.prediction_logits.view(-1, mlm.prediction_logits.shape[-1]), mlm_labels.view(-1)
+        )
         # the pair objective on unmasked pairs: is B the same as A, and which words differ?
         firsts = [s.split() for s in rng.sample(sentences, bs)]
         seconds, different = zip(*(corrupt(" ".join(a), sentences, rng) for a in firsts))
@@ -334,7 +356,8 @@ def pretrain(model, tokenizer, sentences, seed, steps=PRETRAIN["steps"], trace=N
         token_logits = token_head(pair.hidden_states[-1]).squeeze(-1)
         counted = token_labels >= 0
         token_loss = torch.nn.functional.binary_cross_entropy_with_logits(
-            token_logits[counted], token_labels[counted])
+            token_logits[counted], token_labels[counted]
+        )
         # the token loss weighted 3 times: with less, some seeds find the word matching late
         # and fine-tune poorly (docs/embedded-default.md)
         if recorder:
@@ -355,9 +378,12 @@ def pretrain(model, tokenizer, sentences, seed, steps=PRETRAIN["steps"], trace=N
         if step % 250 == 0 or step == steps:
             acc = (pair.seq_relationship_logits.argmax(-1) == different).float().mean()
             tok_acc = ((token_logits[counted] > 0).float() == token_labels[counted]).float().mean()
-            print(f"step {step:5d}/{steps}  mlm loss {mlm_loss.item():.3f}  "
-                  f"pair loss {pair_loss.item():.3f}  pair acc {acc.item():.2f}  "
-                  f"token acc {tok_acc.item():.2f}  {time.time() - start:.0f}s", flush=True)
+            print(
+                f"step {step:5d}/{steps}  mlm loss {mlm_loss.item():.3f}  "
+                f"pair loss {pair_loss.item():.3f}  pair acc {acc.item():.2f}  "
+                f"token acc {tok_acc.item():.2f}  {time.time() - start:.0f}s",
+                flush=True,
+            )
 
 
 def kernels_in_force(kernels):
@@ -365,8 +391,14 @@ def kernels_in_force(kernels):
     return all(os.environ.get(k) == v for k, v in kernels.items())
 
 
-def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR, steps=PRETRAIN["steps"],
-          kernels=PINNED_KERNELS, trace_file=None):
+def build(
+    out,
+    seed=PRETRAIN["seed"],
+    data_dir=DATA_DIR,
+    steps=PRETRAIN["steps"],
+    kernels=PINNED_KERNELS,
+    trace_file=None,
+):
     """Build the checkpoint into the folder out (config, weights, tokenizer files) from the
     train split in data_dir, with the kernel settings kernels (which must be in force: main()
     restarts the builder with them). Writes the build's trace (accelerate_course/maintain/embedded/trace.py) to
@@ -374,11 +406,15 @@ def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR, steps=PRETRAIN["steps"]
     # the same kernels on every machine (main() restarts the builder with them)
     wants_avx2 = kernels.get("ATEN_CPU_CAPABILITY") == "avx2"
     if not kernels_in_force(kernels) or (
-            wants_avx2 and torch.backends.cpu.get_cpu_capability() != "AVX2"):
-        sys.exit("error: the builder needs " + " ".join(
-            f"{k}={v}" for k, v in kernels.items()) + " set before it starts; run it as "
+        wants_avx2 and torch.backends.cpu.get_cpu_capability() != "AVX2"
+    ):
+        sys.exit(
+            "error: the builder needs "
+            + " ".join(f"{k}={v}" for k, v in kernels.items())
+            + " set before it starts; run it as "
             "python -m accelerate_course.maintain.embedded.build_checkpoint, which sets them (this CPU offers "
-            f"{torch.backends.cpu.get_cpu_capability()})")
+            f"{torch.backends.cpu.get_cpu_capability()})"
+        )
     # one thread, whatever the caller set: a sum of floats split over threads is added in
     # another order, so only one thread gives the same weights, bit for bit, on every run
     torch.set_num_threads(1)
@@ -392,11 +428,13 @@ def build(out, seed=PRETRAIN["seed"], data_dir=DATA_DIR, steps=PRETRAIN["steps"]
     config = BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **MODEL)
     model = BertForPreTraining(config)
     init_word_matching_head(model, seed=seed)
-    print(f"tokenizer: {len(tokenizer)} tokens; model: "
-          f"{sum(p.numel() for p in model.bert.parameters()) / 1e6:.2f} M encoder parameters; "
-          f"kernels: PyTorch {torch.backends.cpu.get_cpu_capability()}, "
-          + ", ".join(f"{k}={v}" for k, v in kernels.items() if k != "ATEN_CPU_CAPABILITY")
-          + f", {torch.get_num_threads()} thread")
+    print(
+        f"tokenizer: {len(tokenizer)} tokens; model: "
+        f"{sum(p.numel() for p in model.bert.parameters()) / 1e6:.2f} M encoder parameters; "
+        f"kernels: PyTorch {torch.backends.cpu.get_cpu_capability()}, "
+        + ", ".join(f"{k}={v}" for k, v in kernels.items() if k != "ATEN_CPU_CAPABILITY")
+        + f", {torch.get_num_threads()} thread"
+    )
     trace = {"processor": processor(), "kernels": kernels} if trace_file else None
     pretrain(model, tokenizer, sentences, seed, steps, trace)
     # save into a fresh folder, then move each file into place: an interrupted build leaves
@@ -431,30 +469,55 @@ def kernel_setting(text):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=CHECKPOINT_DIR,
-                        help="the folder to write (default: common/embedded/checkpoint)")
-    parser.add_argument("--seed", type=int, default=PRETRAIN["seed"],
-                        help=f"the pretraining's seed (default: {PRETRAIN['seed']}, the committed "
-                             "checkpoint's)")
-    parser.add_argument("--data", type=Path, default=DATA_DIR,
-                        help="the folder of the embedded data (default: common/embedded/data)")
-    parser.add_argument("--steps", type=int, default=PRETRAIN["steps"],
-                        help=f"pretraining steps (default: {PRETRAIN['steps']}; fewer for a quick "
-                             "check that two machines build the same bytes)")
-    parser.add_argument("--trace", type=Path, default=None,
-                        help="write the build's trace to this file (default: "
-                             "common/embedded/checkpoint_trace.json when --out is the default, "
-                             "else none)")
-    parser.add_argument("--kernels", type=kernel_setting, action="append", default=[],
-                        metavar="NAME=VALUE",
-                        help="build with this setting instead of the pinned one, e.g. "
-                             "ATEN_CPU_CAPABILITY=default: a control build that must differ")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=CHECKPOINT_DIR,
+        help="the folder to write (default: common/embedded/checkpoint)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=PRETRAIN["seed"],
+        help=f"the pretraining's seed (default: {PRETRAIN['seed']}, the committed checkpoint's)",
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DATA_DIR,
+        help="the folder of the embedded data (default: common/embedded/data)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=PRETRAIN["steps"],
+        help=f"pretraining steps (default: {PRETRAIN['steps']}; fewer for a quick "
+        "check that two machines build the same bytes)",
+    )
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        help="write the build's trace to this file (default: "
+        "common/embedded/checkpoint_trace.json when --out is the default, "
+        "else none)",
+    )
+    parser.add_argument(
+        "--kernels",
+        type=kernel_setting,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="build with this setting instead of the pinned one, e.g. "
+        "ATEN_CPU_CAPABILITY=default: a control build that must differ",
+    )
     args = parser.parse_args()
     kernels = dict(PINNED_KERNELS, **dict(args.kernels))
     if not kernels_in_force(kernels):
         itself = ["-m", __spec__.name] if __spec__ else [sys.argv[0]]
-        os.execve(sys.executable, [sys.executable, *itself, *sys.argv[1:]],
-                  {**os.environ, **kernels})
+        os.execve(
+            sys.executable, [sys.executable, *itself, *sys.argv[1:]], {**os.environ, **kernels}
+        )
     if args.trace is None and args.out == CHECKPOINT_DIR:
         args.trace = TRACE_FILE
     build(args.out, args.seed, args.data, args.steps, kernels, args.trace)

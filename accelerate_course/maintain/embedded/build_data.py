@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 from common.embedded import DATA as DATA_DIR  # noqa: E402
+
 SEED = 20240917
 # (split, pairs, paraphrases): the sizes and label counts of the real GLUE MRPC
 SPLITS = [("train", 3668, 2474), ("validation", 408, 279), ("test", 1725, 1147)]
@@ -68,23 +69,83 @@ DAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
 MONTHS = """January February March April May June July August September October November
 December""".split()
 QUARTERS = ["first quarter", "second quarter", "third quarter", "fourth quarter"]
-ROLES = ["chief executive", "chief financial officer", "president", "chairman",
-         "head of research", "general counsel", "chief operating officer", "head of sales"]
-ISSUES = ["a patent dispute", "unpaid royalties", "a breach of contract", "unfair dismissal",
-          "a product defect", "misleading advertising", "a failed merger", "pension payments",
-          "a data breach", "copyright infringement"]
-CRIMES = ["a bank robbery", "a series of burglaries", "an arson attack", "a fraud scheme",
-          "a car theft ring", "a jewelry heist", "a hit-and-run crash", "an insurance scam"]
+ROLES = [
+    "chief executive",
+    "chief financial officer",
+    "president",
+    "chairman",
+    "head of research",
+    "general counsel",
+    "chief operating officer",
+    "head of sales",
+]
+ISSUES = [
+    "a patent dispute",
+    "unpaid royalties",
+    "a breach of contract",
+    "unfair dismissal",
+    "a product defect",
+    "misleading advertising",
+    "a failed merger",
+    "pension payments",
+    "a data breach",
+    "copyright infringement",
+]
+CRIMES = [
+    "a bank robbery",
+    "a series of burglaries",
+    "an arson attack",
+    "a fraud scheme",
+    "a car theft ring",
+    "a jewelry heist",
+    "a hit-and-run crash",
+    "an insurance scam",
+]
 TEAMS = """Lions Tigers Eagles Hawks Bears Wolves Sharks Falcons Rangers Rockets Pirates
 Giants Comets Storm Thunder Royals Knights Vikings Panthers Stallions""".split()
-PLANS = ["a new stadium", "a budget increase", "a tax cut", "a housing plan", "a ban on plastic bags",
-         "a new bus line", "a hotel project", "a school merger", "a water treatment plant"]
-DISEASES = ["heart disease", "diabetes", "asthma", "stroke", "lung cancer", "dementia",
-            "high blood pressure", "kidney disease"]
-HABITS = ["smoking", "regular exercise", "eating red meat", "drinking coffee", "air pollution",
-          "a diet rich in fish", "lack of sleep", "long working hours"]
-PRODUCTS = ["smartphone", "electric car", "laptop", "tablet", "video game console", "smart watch",
-            "cancer drug", "vaccine", "search engine", "streaming service"]
+PLANS = [
+    "a new stadium",
+    "a budget increase",
+    "a tax cut",
+    "a housing plan",
+    "a ban on plastic bags",
+    "a new bus line",
+    "a hotel project",
+    "a school merger",
+    "a water treatment plant",
+]
+DISEASES = [
+    "heart disease",
+    "diabetes",
+    "asthma",
+    "stroke",
+    "lung cancer",
+    "dementia",
+    "high blood pressure",
+    "kidney disease",
+]
+HABITS = [
+    "smoking",
+    "regular exercise",
+    "eating red meat",
+    "drinking coffee",
+    "air pollution",
+    "a diet rich in fish",
+    "lack of sleep",
+    "long working hours",
+]
+PRODUCTS = [
+    "smartphone",
+    "electric car",
+    "laptop",
+    "tablet",
+    "video game console",
+    "smart watch",
+    "cancer drug",
+    "vaccine",
+    "search engine",
+    "streaming service",
+]
 
 
 def person(rng):
@@ -127,13 +188,26 @@ def year(rng):
 
 
 SAMPLERS = {
-    "person": person, "org": org, "money": money, "percent": percent, "count": count,
-    "date": date, "day": lambda r: r.choice(DAYS), "city": lambda r: r.choice(CITIES),
-    "quarter": lambda r: r.choice(QUARTERS), "role": lambda r: r.choice(ROLES),
-    "issue": lambda r: r.choice(ISSUES), "crime": lambda r: r.choice(CRIMES),
-    "team": lambda r: r.choice(TEAMS), "score": score, "plan": lambda r: r.choice(PLANS),
-    "disease": lambda r: r.choice(DISEASES), "habit": lambda r: r.choice(HABITS),
-    "product": lambda r: r.choice(PRODUCTS), "price": price, "year": year,
+    "person": person,
+    "org": org,
+    "money": money,
+    "percent": percent,
+    "count": count,
+    "date": date,
+    "day": lambda r: r.choice(DAYS),
+    "city": lambda r: r.choice(CITIES),
+    "quarter": lambda r: r.choice(QUARTERS),
+    "role": lambda r: r.choice(ROLES),
+    "issue": lambda r: r.choice(ISSUES),
+    "crime": lambda r: r.choice(CRIMES),
+    "team": lambda r: r.choice(TEAMS),
+    "score": score,
+    "plan": lambda r: r.choice(PLANS),
+    "disease": lambda r: r.choice(DISEASES),
+    "habit": lambda r: r.choice(HABITS),
+    "product": lambda r: r.choice(PRODUCTS),
+    "price": price,
+    "year": year,
 }
 
 # ---------------------------------------------------------------------------- event frames
@@ -205,7 +279,13 @@ FRAMES = [
     },
     {
         "name": "lawsuit",
-        "slots": {"plaintiff": "person", "defendant": "org", "issue": "issue", "city": "city", "money": "money"},
+        "slots": {
+            "plaintiff": "person",
+            "defendant": "org",
+            "issue": "issue",
+            "city": "city",
+            "money": "money",
+        },
         "swap": [],
         "same": [
             "{plaintiff} [sued|has sued|filed a lawsuit against] {defendant} over {issue}<, seeking {money} in damages>.",
@@ -220,7 +300,13 @@ FRAMES = [
     },
     {
         "name": "arrest",
-        "slots": {"city": "city", "suspect": "person", "crime": "crime", "day": "day", "count": "count"},
+        "slots": {
+            "city": "city",
+            "suspect": "person",
+            "crime": "crime",
+            "day": "day",
+            "count": "count",
+        },
         "swap": [],
         "same": [
             "Police in {city} [arrested|detained|took into custody] {suspect} <on {day}> in connection with {crime}.",
@@ -266,7 +352,13 @@ FRAMES = [
     },
     {
         "name": "match",
-        "slots": {"winner": "team", "loser": "team", "score": "score", "city": "city", "day": "day"},
+        "slots": {
+            "winner": "team",
+            "loser": "team",
+            "score": "score",
+            "city": "city",
+            "day": "day",
+        },
         "swap": [("winner", "loser")],
         "same": [
             "The {winner} [beat|defeated|edged] the {loser} {score} in {city} <on {day}>.",
@@ -311,7 +403,13 @@ FRAMES = [
     },
     {
         "name": "launch",
-        "slots": {"org": "org", "product": "product", "price": "price", "date": "date", "city": "city"},
+        "slots": {
+            "org": "org",
+            "product": "product",
+            "price": "price",
+            "date": "date",
+            "city": "city",
+        },
         "swap": [],
         "same": [
             "{org} [will launch|plans to release|is set to unveil] its new {product} on {date}<, priced at {price}>.",
@@ -379,8 +477,9 @@ def shows(sentence, value):
     return re.search(r"(?<![\w$])" + re.escape(value) + r"(?!\w)", sentence) is not None
 
 
-def two_renderings(frame, slots1, slots2, rng, same_template_p, templates2=None, visible=(),
-                   mirror=False):
+def two_renderings(
+    frame, slots1, slots2, rng, same_template_p, templates2=None, visible=(), mirror=False
+):
     """Render an event twice; the second from templates2 if given. The two strings differ,
     and the slots named in visible appear in both (a changed detail that one sentence
     leaves out would not make the pair a non-paraphrase). mirror=True renders a shared
@@ -434,16 +533,18 @@ def draw_non_paraphrase(rng, difficulty):
         return s1, s2, "easy: unrelated event"
     if difficulty == "medium":
         names = rng.sample(sorted(frame["slots"]), 2)
-        s1, s2 = two_renderings(frame, slots, change(frame, slots, names, rng), rng, 0.5,
-                                visible=names)
+        s1, s2 = two_renderings(
+            frame, slots, change(frame, slots, names, rng), rng, 0.5, visible=names
+        )
         return s1, s2, "medium: two slots changed"
     moves = ["slot", "slot", "flip"] + (["swap"] if frame["swap"] else [])
     move = rng.choice(moves)
     if move == "slot":
         name = rng.choice(sorted(frame["slots"]))
         kind = frame["slots"][name]
-        s1, s2 = two_renderings(frame, slots, change(frame, slots, [name], rng), rng, 0.5,
-                                visible=[name], mirror=True)
+        s1, s2 = two_renderings(
+            frame, slots, change(frame, slots, [name], rng), rng, 0.5, visible=[name], mirror=True
+        )
         return s1, s2, f"hard: one {kind} changed"
     if move == "swap":
         a, b = rng.choice(frame["swap"])
@@ -470,16 +571,18 @@ def generate(seed=SEED):
                 if label == 1:
                     s1, s2, kind = paraphrase(rng)
                 else:
-                    difficulty = rng.choices([k for k, _ in NEGATIVE_KINDS],
-                                             [w for _, w in NEGATIVE_KINDS])[0]
+                    difficulty = rng.choices(
+                        [k for k, _ in NEGATIVE_KINDS], [w for _, w in NEGATIVE_KINDS]
+                    )[0]
                     s1, s2, kind = non_paraphrase(rng, difficulty)
                 if rng.random() < 0.5:  # either sentence may come first
                     s1, s2 = s2, s1
                 if (s1, s2) not in seen and (s2, s1) not in seen:
                     break
             seen.add((s1, s2))
-            rows.append({"sentence1": s1, "sentence2": s2, "label": label,
-                         "idx": len(rows), "kind": kind})
+            rows.append(
+                {"sentence1": s1, "sentence2": s2, "label": label, "idx": len(rows), "kind": kind}
+            )
         splits[split] = rows
     return splits
 
@@ -487,21 +590,34 @@ def generate(seed=SEED):
 def as_jsonl(rows):
     """Return the rows as JSON Lines text, columns in MRPC's order, without 'kind'."""
     return "".join(
-        json.dumps({k: r[k] for k in ("sentence1", "sentence2", "label", "idx")},
-                   ensure_ascii=False) + "\n"
+        json.dumps(
+            {k: r[k] for k in ("sentence1", "sentence2", "label", "idx")}, ensure_ascii=False
+        )
+        + "\n"
         for r in rows
     )
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="compare with the committed files instead of writing them")
-    parser.add_argument("--out", type=Path, default=DATA_DIR,
-                        help="the folder to write (default: this file's own folder)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="compare with the committed files instead of writing them",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DATA_DIR,
+        help="the folder to write (default: this file's own folder)",
+    )
     args = parser.parse_args()
-    write_splits({split: as_jsonl(rows) for split, rows in generate().items()}, args.out,
-                 args.check, "accelerate_course.maintain.embedded.build_data")
+    write_splits(
+        {split: as_jsonl(rows) for split, rows in generate().items()},
+        args.out,
+        args.check,
+        "accelerate_course.maintain.embedded.build_data",
+    )
 
 
 def write_splits(texts, out, check, builder):

@@ -28,44 +28,80 @@ SPLITS = [("train", 1600, 896), ("validation", 400, 204)]  # (split, sentences, 
 # (slots, template) by label; {slot} a value, [a|b] a synonym, <...> an optional detail
 TEMPLATES = {
     1: [
-        ({"org": "org", "percent": "percent", "quarter": "quarter"},
-         "Shares of {org} [rose|climbed|jumped] {percent} after [strong|record|better than expected] {quarter} results."),
-        ({"org": "org", "money": "money", "quarter": "quarter"},
-         "{org} [reported|posted] a [record|healthy|strong] profit of {money} <in the {quarter}>."),
-        ({"person": "person", "plan": "plan", "city": "city"},
-         "{person} [praised|welcomed|backed] {plan} <in {city}>, calling it a [great|real] success."),
-        ({"team": "team", "other": "team", "score": "score", "day": "day"},
-         "The {team} [beat|defeated|routed] the {other} {score} <on {day}> for a [famous|deserved] win."),
-        ({"org": "org", "count": "count", "city": "city"},
-         "{org} will hire {count} [new workers|engineers|staff] <at its {city} plant>, a welcome boost."),
-        ({"product": "product", "org": "org"},
-         "Doctors said {org}'s new {product} [works well|was a success|helped patients recover quickly]."),
-        ({"habit": "habit", "disease": "disease"},
-         "Researchers found that {habit} [lowers|cuts|reduces] the risk of {disease}<, good news for millions>."),
-        ({"org": "org", "city": "city"},
-         "{org} [said|announced] it would not cut jobs <at its {city} plant> after all."),
-        ({"person": "person", "role": "role", "org": "org"},
-         "{person} was [praised|celebrated] for turning {org} around as its {role}."),
+        (
+            {"org": "org", "percent": "percent", "quarter": "quarter"},
+            "Shares of {org} [rose|climbed|jumped] {percent} after [strong|record|better than expected] {quarter} results.",
+        ),
+        (
+            {"org": "org", "money": "money", "quarter": "quarter"},
+            "{org} [reported|posted] a [record|healthy|strong] profit of {money} <in the {quarter}>.",
+        ),
+        (
+            {"person": "person", "plan": "plan", "city": "city"},
+            "{person} [praised|welcomed|backed] {plan} <in {city}>, calling it a [great|real] success.",
+        ),
+        (
+            {"team": "team", "other": "team", "score": "score", "day": "day"},
+            "The {team} [beat|defeated|routed] the {other} {score} <on {day}> for a [famous|deserved] win.",
+        ),
+        (
+            {"org": "org", "count": "count", "city": "city"},
+            "{org} will hire {count} [new workers|engineers|staff] <at its {city} plant>, a welcome boost.",
+        ),
+        (
+            {"product": "product", "org": "org"},
+            "Doctors said {org}'s new {product} [works well|was a success|helped patients recover quickly].",
+        ),
+        (
+            {"habit": "habit", "disease": "disease"},
+            "Researchers found that {habit} [lowers|cuts|reduces] the risk of {disease}<, good news for millions>.",
+        ),
+        (
+            {"org": "org", "city": "city"},
+            "{org} [said|announced] it would not cut jobs <at its {city} plant> after all.",
+        ),
+        (
+            {"person": "person", "role": "role", "org": "org"},
+            "{person} was [praised|celebrated] for turning {org} around as its {role}.",
+        ),
     ],
     0: [
-        ({"org": "org", "percent": "percent", "quarter": "quarter"},
-         "Shares of {org} [fell|dropped|slumped] {percent} after [weak|poor|disappointing] {quarter} results."),
-        ({"org": "org", "money": "money", "quarter": "quarter"},
-         "{org} [reported|posted] a [heavy|surprise|record] loss of {money} <in the {quarter}>."),
-        ({"person": "person", "plan": "plan", "city": "city"},
-         "{person} [criticized|attacked|condemned] {plan} <in {city}>, calling it a [costly|complete] failure."),
-        ({"team": "team", "other": "team", "score": "score", "day": "day"},
-         "The {team} [lost to|were beaten by|were routed by] the {other} {score} <on {day}> in a [painful|bitter] defeat."),
-        ({"org": "org", "count": "count", "city": "city"},
-         "{org} will cut {count} jobs <at its {city} plant>, a [hard|heavy] blow to the town."),
-        ({"product": "product", "org": "org"},
-         "{org} recalled its {product} after [complaints|reports of defects|safety problems]."),
-        ({"habit": "habit", "disease": "disease"},
-         "Researchers found that {habit} [raises|increases|doubles] the risk of {disease}."),
-        ({"org": "org", "quarter": "quarter"},
-         "Shares of {org} failed to [recover|rise] after [weak|poor] {quarter} results."),
-        ({"person": "person", "role": "role", "org": "org"},
-         "{person} was [fired|forced out] as {role} of {org} after [a scandal|heavy losses]."),
+        (
+            {"org": "org", "percent": "percent", "quarter": "quarter"},
+            "Shares of {org} [fell|dropped|slumped] {percent} after [weak|poor|disappointing] {quarter} results.",
+        ),
+        (
+            {"org": "org", "money": "money", "quarter": "quarter"},
+            "{org} [reported|posted] a [heavy|surprise|record] loss of {money} <in the {quarter}>.",
+        ),
+        (
+            {"person": "person", "plan": "plan", "city": "city"},
+            "{person} [criticized|attacked|condemned] {plan} <in {city}>, calling it a [costly|complete] failure.",
+        ),
+        (
+            {"team": "team", "other": "team", "score": "score", "day": "day"},
+            "The {team} [lost to|were beaten by|were routed by] the {other} {score} <on {day}> in a [painful|bitter] defeat.",
+        ),
+        (
+            {"org": "org", "count": "count", "city": "city"},
+            "{org} will cut {count} jobs <at its {city} plant>, a [hard|heavy] blow to the town.",
+        ),
+        (
+            {"product": "product", "org": "org"},
+            "{org} recalled its {product} after [complaints|reports of defects|safety problems].",
+        ),
+        (
+            {"habit": "habit", "disease": "disease"},
+            "Researchers found that {habit} [raises|increases|doubles] the risk of {disease}.",
+        ),
+        (
+            {"org": "org", "quarter": "quarter"},
+            "Shares of {org} failed to [recover|rise] after [weak|poor] {quarter} results.",
+        ),
+        (
+            {"person": "person", "role": "role", "org": "org"},
+            "{person} was [fired|forced out] as {role} of {org} after [a scandal|heavy losses].",
+        ),
     ],
 }
 
@@ -107,12 +143,19 @@ def as_jsonl(rows):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="compare with the committed files instead of writing them")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="compare with the committed files instead of writing them",
+    )
     parser.add_argument("--out", type=Path, default=SST2_DIR)
     args = parser.parse_args()
-    write_splits({split: as_jsonl(rows) for split, rows in generate().items()}, args.out,
-                 args.check, "accelerate_course.maintain.embedded.build_sst2")
+    write_splits(
+        {split: as_jsonl(rows) for split, rows in generate().items()},
+        args.out,
+        args.check,
+        "accelerate_course.maintain.embedded.build_sst2",
+    )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,20 @@ OP_STEPS = 1  # the steps whose every operation is hashed
 # the CPU flags that decide which vector kernels a library may pick on x86-64
 # operations whose outputs are memory not yet written (their hash would be noise)
 UNWRITTEN = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
-VECTOR_FLAGS = ("sse4_2", "avx", "fma", "avx2", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-                "avx512_bf16", "avx_vnni", "amx_tile", "amx_bf16")
+VECTOR_FLAGS = (
+    "sse4_2",
+    "avx",
+    "fma",
+    "avx2",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx_vnni",
+    "amx_tile",
+    "amx_bf16",
+)
 
 
 def digest(tensors):
@@ -49,13 +61,18 @@ def processor():
     name (from /proc/cpuinfo on Linux), the vector flags of VECTOR_FLAGS it has, and the
     versions of torch, MKL and oneDNN."""
     from accelerate_course.machine import cpuinfo
+
     info = {"machine": platform.machine()}
     fields = cpuinfo()
     if fields:
         flags = set(fields.get("flags", "").split())
-        info.update(vendor=fields.get("vendor_id"), family=fields.get("cpu family"),
-                    model=fields.get("model"), name=fields.get("model name"),
-                    flags=[f for f in VECTOR_FLAGS if f in flags])
+        info.update(
+            vendor=fields.get("vendor_id"),
+            family=fields.get("cpu family"),
+            model=fields.get("model"),
+            name=fields.get("model name"),
+            flags=[f for f in VECTOR_FLAGS if f in flags],
+        )
     else:
         info.update(name=platform.processor())
     info["torch"] = torch.__version__
@@ -68,8 +85,9 @@ def processor():
 
 def describe(info):
     """Return a processor (as processor() gives it) in one line."""
-    vendor = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}.get(info.get("vendor"),
-                                                                  info.get("vendor") or "")
+    vendor = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}.get(
+        info.get("vendor"), info.get("vendor") or ""
+    )
     text = f"{info.get('name') or info.get('machine')}"
     if info.get("family"):
         text += f" ({vendor} family {info['family']}, model {info['model']}"
@@ -99,8 +117,10 @@ class OpRecorder(TorchDispatchMode):
 
     def entered(self, name):
         """Return a forward pre-hook that puts the module's name on the stack."""
+
         def hook(module, args):
             self.stack.append(name)
+
         return hook
 
     def left(self, module, args, output):
@@ -140,17 +160,23 @@ def first_difference(reference, other):
         for i, (a, b) in enumerate(zip(ops_a, ops_b)):
             if a != b:
                 if a[:2] != b[:2]:
-                    return (f"step {step}, operation {i + 1}: other operations ran ({a[1]} in "
-                            f"{a[0]} there, {b[1]} in {b[0]} here)")
+                    return (
+                        f"step {step}, operation {i + 1}: other operations ran ({a[1]} in "
+                        f"{a[0]} there, {b[1]} in {b[0]} here)"
+                    )
                 return f"step {step}, operation {i + 1} of {len(ops_a)}: {a[1]} in {a[0]}"
         if len(ops_a) != len(ops_b):
             return f"step {step}: {len(ops_a)} operations there, {len(ops_b)} here"
     for step, (a, b) in enumerate(zip(reference["steps"], other["steps"])):
         if a != b:
             where = "before the first step" if step == 0 else f"after step {step}"
-            return (f"the parameters {where} (every operation of the first "
-                    f"{min(len(ref_ops), len(other_ops))} steps agreed)")
+            return (
+                f"the parameters {where} (every operation of the first "
+                f"{min(len(ref_ops), len(other_ops))} steps agreed)"
+            )
     if len(reference["steps"]) != len(other["steps"]):
-        return (f"{len(reference['steps']) - 1} steps there, {len(other['steps']) - 1} here "
-                "(the same up to the shorter)")
+        return (
+            f"{len(reference['steps']) - 1} steps there, {len(other['steps']) - 1} here "
+            "(the same up to the shorter)"
+        )
     return None

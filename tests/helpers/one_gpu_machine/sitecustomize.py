@@ -24,8 +24,14 @@ import os
 import traceback
 
 GPUS = 1
-NAMES = ("CUDA_VISIBLE_DEVICES", "ACCELERATE_USE_CPU", "WORLD_SIZE", "RANK", "LOCAL_RANK",
-         "OMP_NUM_THREADS")
+NAMES = (
+    "CUDA_VISIBLE_DEVICES",
+    "ACCELERATE_USE_CPU",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "OMP_NUM_THREADS",
+)
 runtime = {}  # the CUDA runtime's count, once asked: {"count": n, "asked_at": "file:line"}
 
 
@@ -45,10 +51,17 @@ def visible():
 def runtime_count():
     """Return the CUDA runtime's count: fixed at the first call, as CUDA does."""
     if not runtime:
-        caller = next((frame for frame in reversed(traceback.extract_stack()[:-2])
-                       if "one_gpu_machine" not in frame.filename), None)
-        runtime.update(count=visible(), asked_at=f"{caller.filename}:{caller.lineno}"
-                       if caller else "?")
+        caller = next(
+            (
+                frame
+                for frame in reversed(traceback.extract_stack()[:-2])
+                if "one_gpu_machine" not in frame.filename
+            ),
+            None,
+        )
+        runtime.update(
+            count=visible(), asked_at=f"{caller.filename}:{caller.lineno}" if caller else "?"
+        )
     return runtime["count"]
 
 
@@ -59,10 +72,16 @@ def report(device_ids):
     if not path or os.path.exists(path):
         return
     with open(path, "w") as f:
-        json.dump({"env": {name: os.environ.get(name) for name in NAMES},
-                   "nvml_count": visible(), "runtime_count": runtime_count(),
-                   "runtime_first_asked_at": runtime.get("asked_at"),
-                   "barrier_device_ids": device_ids}, f)
+        json.dump(
+            {
+                "env": {name: os.environ.get(name) for name in NAMES},
+                "nvml_count": visible(),
+                "runtime_count": runtime_count(),
+                "runtime_first_asked_at": runtime.get("asked_at"),
+                "barrier_device_ids": device_ids,
+            },
+            f,
+        )
 
 
 def install():
@@ -77,14 +96,18 @@ def install():
     torch.cuda.is_available = is_available
     torch.cuda.device_count = lambda: runtime_count() if runtime else visible()
     real_accelerator = torch._C._get_accelerator
-    torch._C._get_accelerator = lambda *args: (torch.device("cuda") if runtime_count()
-                                               else real_accelerator(*args))
+    torch._C._get_accelerator = lambda *args: (
+        torch.device("cuda") if runtime_count() else real_accelerator(*args)
+    )
     real_barrier = torch.distributed.barrier
 
     def barrier(group=None, async_op=False, device_ids=None):
         report(device_ids)
-        if device_ids and torch._C._get_accelerator().type == "cuda" \
-                and device_ids[0] >= runtime_count():
+        if (
+            device_ids
+            and torch._C._get_accelerator().type == "cuda"
+            and device_ids[0] >= runtime_count()
+        ):
             raise torch.AcceleratorError("CUDA error: invalid device ordinal")
         return real_barrier(group=group, async_op=async_op)
 
