@@ -69,33 +69,17 @@ class Step(NamedTuple):
         return ["--num-processes", str(n)] if self.started_by == "itself" else []
 
 
-STEPS = {
-    step.number: step
-    for step in [
-        Step(1, "step1_plain_loop", "python", joins_processes=False, plot=("-", 3.5)),
-        Step(2, "step2_accelerate", "python", joins_processes=True, budget=22, plot=("--", 1.5)),
-        Step(
-            3,
-            "step3_distributed_eval",
-            "a launcher",
-            joins_processes=True,
-            budget=32,
-            within=0.05,
-            plot=("-", 2.5),
-        ),
-        Step(
-            4,
-            "step4_tpu_notebook",
-            "itself",
-            joins_processes=True,
-            budget=34,
-            within=0.05,
-            lab_dropout=False,
-            plot=(":", 2.0),
-            eval_padding=128,
-        ),
-    ]
-}
+# the records as a table, one per step
+# fmt: off
+STEPS = {step.number: step for step in [
+    Step(1, "step1_plain_loop", "python", joins_processes=False, plot=("-", 3.5)),
+    Step(2, "step2_accelerate", "python", joins_processes=True, budget=22, plot=("--", 1.5)),
+    Step(3, "step3_distributed_eval", "a launcher", joins_processes=True, budget=32,
+         within=0.05, plot=("-", 2.5)),
+    Step(4, "step4_tpu_notebook", "itself", joins_processes=True, budget=34, within=0.05,
+         lab_dropout=False, plot=(":", 2.0), eval_padding=128),
+]}
+# fmt: on
 LESSONS = [n for n in STEPS if n - 1 in STEPS]  # a lesson is a step with a step before it
 FOLDERS = {n: step.folder for n, step in STEPS.items()}
 TRAIN_PY = {n: step.train_py for n, step in STEPS.items()}
