@@ -90,8 +90,11 @@ def venv_problem(venv):
         lines = (venv / "pyvenv.cfg").read_text(errors="replace").splitlines()
     except OSError:
         return ""
-    config = dict(line.split("=", 1) for line in lines if "=" in line)
-    config = {key.strip(): value.strip() for key, value in config.items()}
+    config = {
+        key.strip(): value.strip()
+        for key, sep, value in (line.partition("=") for line in lines)
+        if sep
+    }
     remake = f"make it again: rm -rf {venv.name} && make install"
     # "command = <python> -m venv [--options] <folder>" (Python 3.11 and newer write it)
     made_in = re.sub(r"^(--?\S+\s+)*", "", config.get("command", "").rpartition(" -m venv ")[2])
@@ -255,8 +258,9 @@ def main():
     )
     args = parser.parse_args()
     venv = REPO / args.venv if not args.venv.is_absolute() else args.venv
-    if venv_problem(venv):
-        sys.exit(f"error: {venv_problem(venv)}")
+    problem = venv_problem(venv)
+    if problem:
+        sys.exit(f"error: {problem}")
     if args.check:  # any Python 3 can look (make runs it before every goal)
         return
     problem = python_problem()
